@@ -1,0 +1,20 @@
+/* Grid dispatch: runs every program instance of a launch on a pool of threads.
+ *
+ * Shared by the in-process host runtime and the QEMU-side kernel server, so both execute a grid the same
+ * way. Kernels are called through one uniform entry point that Spine generates for every kernel:
+ *   void entry(void **args, int32 pid_x, pid_y, pid_z, num_x, num_y, num_z)
+ * where args[i] points at the value of the i-th kernel argument. */
+#ifndef SPINE_GRID_H
+#define SPINE_GRID_H
+#include <stdint.h>
+
+typedef void (*spine_entry_fn)(void **args, int32_t px, int32_t py, int32_t pz,
+                               int32_t nx, int32_t ny, int32_t nz);
+
+/* Runs the grid gx*gy*gz on up to num_threads threads (0: all cores). Returns 0, or an errno value. */
+int spine_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads);
+
+/* Number of online cores. */
+int spine_num_cores(void);
+
+#endif

@@ -1,0 +1,9 @@
+/* In-process runtime for the host target, called from Python through ctypes (which drops the GIL for
+ * the call, so the pool's threads run freely). */
+#include "grid.h"
+
+int spine_host_run_grid(void *entry, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads) {
+    return spine_run_grid((spine_entry_fn)entry, args, gx, gy, gz, num_threads);
+}
+
+int spine_host_num_cores(void) { return spine_num_cores(); }

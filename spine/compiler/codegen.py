@@ -1,0 +1,46 @@
+"""Stage `obj`: LLVM IR → optimised machine code for the target (llvmlite, LLVM 22, O3 with the loop and
+SLP vectorisers; with +v they emit RVV 1.0 code that is vector-length agnostic)."""
+from __future__ import annotations
+
+import functools
+import threading
+
+_init_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=None)
+def _llvm():
+    import llvmlite.binding as llvm
+    with _init_lock:
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+    return llvm
+
+
+def _target_machine(triple: str, cpu: str, features: str):
+    llvm = _llvm()
+    target = llvm.Target.from_triple(triple)
+    return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic", codemodel="default")
+
+
+def optimize_and_emit(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str,
+                      want_assembly: bool = False):
+    """Returns (object bytes, assembly text or None)."""
+    llvm = _llvm()
+    tm = _target_machine(triple, cpu, features)
+    module = llvm.parse_assembly(llvm_ir)
+    module.triple = triple
+    module.data_layout = str(tm.target_data)
+    entry = llvm.parse_assembly(entry_ir)
+    entry.data_layout = str(tm.target_data)
+    module.link_in(entry)
+    module.verify()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pm = pb.getModulePassManager()
+    pm.run(module, pb)
+    obj = tm.emit_object(module)
+    asm = tm.emit_assembly(module) if want_assembly else None
+    return obj, asm

@@ -1,0 +1,96 @@
+"""Stage `llir`: upstream MLIR passes from linalg on tensors down to the LLVM dialect, then LLVM IR.
+
+Loops come out scalar here; LLVM's loop vectoriser turns them into RVV (or AVX) code in codegen.py.
+The MLIR → LLVM IR translation has no Python API, so we call the C API through ctypes."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+
+BUFFERIZE = ",".join([
+    "canonicalize", "cse",
+    "convert-elementwise-to-linalg", "linalg-fuse-elementwise-ops", "canonicalize", "cse",
+    "one-shot-bufferize",
+    "canonicalize", "cse",
+    "func.func(buffer-loop-hoisting)",
+    "buffer-deallocation-pipeline",
+])
+TO_LLVM = ",".join([
+    "convert-linalg-to-loops",
+    "math-extend-to-supported-types",
+    "convert-math-to-llvm", "convert-math-to-libm",
+    "expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
+    "finalize-memref-to-llvm", "convert-to-llvm", "reconcile-unrealized-casts",
+    "canonicalize",
+])
+
+
+@functools.lru_cache(maxsize=None)
+def _capi():
+    import mlir._mlir_libs as libs
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(libs.__file__), "libMLIRPythonCAPI.so"))
+    lib.mlirRegisterAllLLVMTranslations.argtypes = [ctypes.c_void_p]
+    lib.mlirTranslateModuleToLLVMIR.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.mlirTranslateModuleToLLVMIR.restype = ctypes.c_void_p
+    lib.LLVMContextCreate.restype = ctypes.c_void_p
+    lib.LLVMContextDispose.argtypes = [ctypes.c_void_p]
+    lib.LLVMPrintModuleToString.argtypes = [ctypes.c_void_p]
+    lib.LLVMPrintModuleToString.restype = ctypes.c_void_p
+    lib.LLVMDisposeMessage.argtypes = [ctypes.c_void_p]
+    lib.LLVMDisposeModule.argtypes = [ctypes.c_void_p]
+    return lib
+
+
+def _capsule_pointer(obj, name: bytes) -> int:
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return get(obj._CAPIPtr, name)
+
+
+def to_llvm_ir(module) -> str:
+    lib = _capi()
+    context = _capsule_pointer(module.context, b"mlir.ir.Context._CAPIPtr")
+    operation = _capsule_pointer(module.operation, b"mlir.ir.Operation._CAPIPtr")
+    lib.mlirRegisterAllLLVMTranslations(context)
+    llvm_context = lib.LLVMContextCreate()
+    try:
+        llvm_module = lib.mlirTranslateModuleToLLVMIR(operation, llvm_context)
+        if not llvm_module:
+            raise RuntimeError("MLIR → LLVM IR translation failed")
+        text_ptr = lib.LLVMPrintModuleToString(llvm_module)
+        text = ctypes.string_at(text_ptr).decode()
+        lib.LLVMDisposeMessage(text_ptr)
+        lib.LLVMDisposeModule(llvm_module)
+        return text
+    finally:
+        lib.LLVMContextDispose(llvm_context)
+
+
+def lower(linalg_text: str) -> str:
+    from mlir import ir, passmanager
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(linalg_text)
+        passmanager.PassManager.parse(f"builtin.module({BUFFERIZE})").run(module.operation)
+        _copies_to_linalg(module)
+        passmanager.PassManager.parse(f"builtin.module({TO_LLVM})").run(module.operation)
+        return to_llvm_ir(module)
+
+
+def _copies_to_linalg(module) -> None:
+    """memref.copy of strided memrefs lowers to a call into MLIR's C runner library (`memrefCopy`); as a
+    linalg.copy it becomes a plain loop and the kernel .so stays self-contained."""
+    from mlir import ir
+    from mlir.dialects import linalg
+    copies = []
+
+    def collect(op):
+        if op.operation.name == "memref.copy":
+            copies.append(op.operation)
+        return ir.WalkResult.ADVANCE
+    module.operation.walk(collect)
+    for op in copies:
+        with ir.InsertionPoint(op), op.location:
+            linalg.copy(op.operands[0], outs=[op.operands[1]])
+        op.erase()

@@ -1,0 +1,69 @@
+"""Checks and encodes kernel arguments into the 8-byte slots the generated entry point reads."""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Callable
+
+SUPPORTED_POINTEE = {"fp16", "bf16", "fp32", "fp64", "i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+                     "fp8e5", "fp8e4nv", "fp8e4b15"}
+_INT_BITS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "u1": 1, "u8": 8, "u16": 16, "u32": 32, "u64": 64}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One runtime parameter of a compiled kernel."""
+    index: int        # position among the kernel's runtime (non-constexpr) parameters
+    name: str
+    ty: str           # triton's signature string: "*fp32", "i32", "fp32", ...
+
+    @property
+    def is_pointer(self) -> bool:
+        return self.ty.startswith("*")
+
+
+def _float_encoder(fmt: str) -> Callable[[object], int]:
+    def encode(value):
+        return int.from_bytes(struct.pack(fmt, float(value)), "little")
+    return encode
+
+
+def _bf16_encode(value) -> int:
+    bits = int.from_bytes(struct.pack("<f", float(value)), "little")
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF  # round to nearest even
+
+
+def scalar_encoder(param: Param, kernel: str) -> Callable[[object], int]:
+    ty = param.ty
+    if ty in _INT_BITS:
+        mask = (1 << _INT_BITS[ty]) - 1
+
+        def encode_int(value):
+            if not isinstance(value, (int, bool)) and not hasattr(value, "__index__"):
+                raise TypeError(f"argument '{param.name}' of kernel '{kernel}' expects an integer ({ty}), "
+                                f"got {type(value).__name__}")
+            return int(value) & mask
+        return encode_int
+    if ty == "fp32":
+        return _float_encoder("<f")
+    if ty == "fp64":
+        return _float_encoder("<d")
+    if ty == "fp16":
+        return _float_encoder("<e")
+    if ty == "bf16":
+        return _bf16_encode
+    raise ValueError(f"argument '{param.name}' of kernel '{kernel}' has type {ty}, which Spine cannot pass yet")
+
+
+def check_tensor(param: Param, value, kernel: str) -> None:
+    """Pointer arguments must be CPU tensors of a dtype Spine supports."""
+    if not hasattr(value, "data_ptr") or not hasattr(value, "device"):
+        raise TypeError(f"argument '{param.name}' of kernel '{kernel}' expects a CPU torch tensor "
+                        f"(pointer {param.ty}), got {type(value).__name__}")
+    device = getattr(value.device, "type", str(value.device))
+    if device != "cpu":
+        raise TypeError(f"argument '{param.name}' of kernel '{kernel}' is on device '{value.device}'; "
+                        f"Spine runs kernels on CPU tensors: move it with .cpu()")
+    if param.ty[1:] not in SUPPORTED_POINTEE:
+        raise ValueError(f"argument '{param.name}' of kernel '{kernel}' has dtype {value.dtype}, which Spine "
+                         f"does not support; expected one of float16/bfloat16/float32/float64/int8-64/uint8/bool")

@@ -1,0 +1,114 @@
+"""CPUDriver: plugs Spine into triton's runtime (`triton.runtime.driver.set_active(CPUDriver())`)."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+
+from triton.backends.compiler import GPUTarget
+from triton.backends.driver import DriverBase
+
+from ..cache import atomic_write_bytes, cache_dir
+from ..options import environment_switches
+from ..targets import Target, target_from_name
+from .launcher import CPULauncher
+
+
+@functools.lru_cache(maxsize=None)
+def _executor_for(target: Target):
+    if target.is_native:
+        from .executor import NativeExecutor
+        return NativeExecutor()
+    if target.name == "riscv64":
+        from .qemu import QemuExecutor
+        return QemuExecutor()
+    raise RuntimeError(f"cannot run code for {target.arch} on this machine")
+
+
+class CPUUtils:
+    """The `driver.utils` object triton's CompiledKernel talks to."""
+
+    def __init__(self, driver: "CPUDriver"):
+        self.driver = driver
+
+    def load_binary(self, name, kernel: bytes, shared, device):
+        target = self.driver.target_for_device(device)
+        digest = hashlib.sha256(kernel).hexdigest()[:24]
+        path = os.path.join(cache_dir(), "kernels", f"{name[:80]}-{digest}.so")
+        if not os.path.exists(path):
+            atomic_write_bytes(path, kernel)
+        loaded = _executor_for(target).load(name, path)
+        # (module, function, n_regs, n_spills, n_max_threads)
+        return loaded, loaded, 0, 0, 1 << 30
+
+    def get_device_properties(self, device):
+        return {"max_shared_mem": 1 << 62, "multiprocessor_count": os.cpu_count() or 1,
+                "max_num_regs": 1 << 16, "warpSize": 1, "mem_clock_rate": 0, "mem_bus_width": 0,
+                "sm_clock_rate": 0}
+
+
+class CPUDriver(DriverBase):
+    """A triton driver for CPU tensors. `target` is "riscv64" (default, or SPINE_TARGET) or "host"."""
+
+    def __init__(self, target: str | None = None):
+        super().__init__()
+        self._target_name = target
+        self.utils = CPUUtils(self)
+        self.launcher_cls = CPULauncher
+        self._configs: dict[tuple, int] = {}
+
+    @property
+    def target(self) -> Target:
+        return target_from_name(self._target_name)
+
+    @staticmethod
+    def is_active():
+        return False
+
+    def get_current_target(self):
+        return GPUTarget("cpu", self.target.name, 1)
+
+    def get_current_device(self):
+        # triton keeps its in-memory kernel cache per device. Each distinct (target, compile-affecting
+        # environment) is its own "device", so flipping SPINE_TARGET or a dump/profiling switch mid-process
+        # compiles anew instead of reusing a kernel built under other settings.
+        key = (self.target, tuple(sorted(environment_switches().items())))
+        return self._configs.setdefault(key, len(self._configs))
+
+    def target_for_device(self, device) -> Target:
+        for (target, _), index in self._configs.items():
+            if index == device:
+                return target
+        return self.target
+
+    def set_current_device(self, device):
+        pass
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_active_torch_device(self):
+        import torch
+        return torch.device("cpu")
+
+    def get_device_interface(self):
+        from .device_interface import CPUDeviceInterface
+        return CPUDeviceInterface
+
+    def map_python_to_cpp_type(self, ty: str) -> str:
+        if ty.startswith("*"):
+            return "void*"
+        return {"i1": "bool", "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
+                "u1": "bool", "u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t",
+                "fp16": "uint16_t", "bf16": "uint16_t", "fp32": "float", "fp64": "double"}[ty]
+
+    def get_benchmarker(self):
+        from triton.testing import do_bench
+        return do_bench
+
+    def get_empty_cache_for_benchmark(self):
+        import torch
+        return torch.empty(32 * 1024 * 1024 // 4, dtype=torch.int32)
+
+    def clear_cache(self, cache):
+        cache.zero_()

@@ -1,0 +1,56 @@
+"""What runs a compiled kernel: one small interface, two implementations.
+
+`NativeExecutor` calls the kernel in this process (host target, or riscv64 on a riscv64 machine);
+`QemuExecutor` (qemu.py) hands it to a guest server under QEMU user mode. The launcher knows nothing about
+how the binary was made or where it runs."""
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass, field
+
+
+def default_num_threads() -> int:
+    value = os.environ.get("SPINE_NUM_THREADS", "")
+    if value:
+        n = int(value)
+        if n <= 0:
+            raise ValueError(f"SPINE_NUM_THREADS must be positive, got {value}")
+        return n
+    return os.cpu_count() or 1
+
+
+@dataclass
+class LoadedKernel:
+    """A kernel binary made ready by an executor; `state` is the executor's own handle."""
+    name: str
+    so_path: str
+    executor: object
+    state: dict = field(default_factory=dict)
+
+
+class NativeExecutor:
+    """Runs kernels in-process through the C grid runtime; pointers are passed as they are."""
+
+    def __init__(self):
+        from .toolchain import host_runtime_library
+        self.runtime = ctypes.CDLL(host_runtime_library())
+        self.runtime.spine_host_run_grid.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int32] * 4
+        self.runtime.spine_host_run_grid.restype = ctypes.c_int
+
+    def load(self, name: str, so_path: str) -> LoadedKernel:
+        lib = ctypes.CDLL(so_path, mode=os.RTLD_LOCAL)
+        entry = ctypes.cast(lib.spine_entry, ctypes.c_void_p).value
+        return LoadedKernel(name, so_path, self, {"lib": lib, "entry": entry})
+
+    def run(self, kernel: LoadedKernel, grid, params, values, written) -> None:
+        n = len(values)
+        slots = (ctypes.c_uint64 * max(n, 1))()
+        for i, (param, value) in enumerate(zip(params, values)):
+            slots[i] = value.data_ptr() if param.is_pointer else value
+        base = ctypes.addressof(slots)
+        args = (ctypes.c_void_p * max(n, 1))(*(base + 8 * i for i in range(n)))
+        rc = self.runtime.spine_host_run_grid(kernel.state["entry"], args, grid[0], grid[1], grid[2],
+                                              default_num_threads())
+        if rc:
+            raise RuntimeError(f"launching kernel '{kernel.name}' failed: {os.strerror(rc)}")

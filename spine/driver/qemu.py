@@ -1,0 +1,213 @@
+"""Runs riscv64 kernels on a non-riscv machine: a persistent guest server under QEMU user mode.
+
+Tensors are copied into a shared-memory arena that both sides map (the file lives in /dev/shm only until
+the guest has mapped it), pointer arguments travel as arena offsets, and after the grid ran only the
+storages the kernel may write are copied back. Arguments that share a storage are copied as one span, so
+aliasing views behave as they do natively. A kernel that faults kills the guest: we raise KernelFault and
+start a fresh server on the next launch."""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import mmap
+import os
+import select
+import shutil
+import struct
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+
+from ..errors import KernelFault
+from .executor import LoadedKernel, default_num_threads
+
+CMD_LOAD, CMD_RUN, CMD_PING = 1, 2, 3
+QEMU_CPU = "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0,Zfh=true,zba=true,zbb=true,zbs=true"
+GUEST_SYSROOT = "/usr/riscv64-linux-gnu"
+ALIGN = 64
+
+
+def qemu_binary() -> str:
+    explicit = os.environ.get("SPINE_QEMU")
+    if explicit:
+        return explicit
+    for name in ("qemu-riscv64", "qemu-riscv64-static"):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise RuntimeError("qemu-riscv64 not found: install Debian's qemu-user (scripts/setup.sh does), "
+                       "or set SPINE_TARGET=host to run natively")
+
+
+def kernel_timeout() -> float | None:
+    value = float(os.environ.get("SPINE_KERNEL_TIMEOUT", "600"))
+    return value if value > 0 else None
+
+
+class QemuServer:
+    """One guest process and its arena."""
+
+    def __init__(self, arena_bytes: int):
+        from .toolchain import guest_kernel_server
+        self.arena_bytes = arena_bytes
+        if not os.path.isdir(GUEST_SYSROOT):
+            raise RuntimeError(f"{GUEST_SYSROOT} is missing: install Debian's libc6-riscv64-cross")
+        fd, path = tempfile.mkstemp(prefix="spine-arena-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        self.stderr = tempfile.TemporaryFile()
+        try:
+            os.ftruncate(fd, arena_bytes)
+            self.arena = mmap.mmap(fd, arena_bytes)
+            self.arena_addr = ctypes.addressof(ctypes.c_char.from_buffer(self.arena))
+            cmd = [qemu_binary(), "-L", GUEST_SYSROOT, "-cpu", os.environ.get("SPINE_QEMU_CPU", QEMU_CPU),
+                   guest_kernel_server(), path, str(arena_bytes)]
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
+            status, payload = self._read_reply(timeout=60)
+            if status != 0:
+                raise RuntimeError(f"QEMU kernel server failed to start: {payload!r}")
+            self.guest_cores = struct.unpack("<I", payload)[0]
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            os.close(fd)
+            os.unlink(path)  # both sides have it mapped now; nothing outlives the process
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def close(self) -> None:
+        proc = getattr(self, "proc", None)
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        self.proc = None
+
+    def request(self, command: int, payload: bytes, timeout: float | None = None) -> bytes:
+        try:
+            self.proc.stdin.write(struct.pack("<II", command, len(payload)) + payload)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the reply read below reports the dead server
+        status, body = self._read_reply(timeout)
+        if status != 0:
+            raise RuntimeError(body.decode(errors="replace"))
+        return body
+
+    def _read_exact(self, n: int, timeout: float | None) -> bytes:
+        out = bytearray()
+        fd = self.proc.stdout.fileno()
+        while len(out) < n:
+            ready, _, _ = select.select([fd], [], [], timeout)
+            if not ready:
+                self.close()
+                raise KernelFault(f"the QEMU kernel server did not answer within {timeout:.0f} s "
+                                  f"(SPINE_KERNEL_TIMEOUT); it was stopped")
+            chunk = os.read(fd, n - len(out))
+            if not chunk:
+                self.proc.wait()
+                raise KernelFault(self._death_message())
+            out += chunk
+        return bytes(out)
+
+    def _read_reply(self, timeout: float | None):
+        status, length = struct.unpack("<iI", self._read_exact(8, timeout))
+        return status, self._read_exact(length, timeout) if length else b""
+
+    def _death_message(self) -> str:
+        self.stderr.seek(0)
+        err = self.stderr.read().decode(errors="replace").strip().splitlines()
+        detail = err[-1] if err else f"exit status {self.proc.returncode}"
+        return f"the kernel crashed inside QEMU ({detail})"
+
+
+@dataclass
+class _Span:
+    lo: int
+    hi: int
+    written: bool
+    arena_offset: int = 0
+
+
+class QemuExecutor:
+    """Executes riscv64 kernels through a QemuServer, restarting it after a fault."""
+
+    def __init__(self):
+        self.server: QemuServer | None = None
+        self.generation = 0
+        self.lock = threading.Lock()
+        atexit.register(self.shutdown)
+
+    def shutdown(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+    def _ensure_server(self, arena_bytes: int) -> QemuServer:
+        if self.server is not None and (not self.server.alive() or self.server.arena_bytes < arena_bytes):
+            self.shutdown()
+        if self.server is None:
+            size = max(arena_bytes, int(os.environ.get("SPINE_ARENA_MB", "64")) << 20)
+            self.server = QemuServer(1 << (size - 1).bit_length())
+            self.generation += 1
+        return self.server
+
+    def load(self, name: str, so_path: str) -> LoadedKernel:
+        return LoadedKernel(name, so_path, self)
+
+    def _handle(self, kernel: LoadedKernel, server: QemuServer) -> int:
+        if kernel.state.get("generation") != self.generation:
+            body = server.request(CMD_LOAD, kernel.so_path.encode())
+            kernel.state.update(generation=self.generation, handle=struct.unpack("<I", body)[0])
+        return kernel.state["handle"]
+
+    @staticmethod
+    def _spans(params, values, written) -> tuple[dict, int]:
+        """Group tensor arguments by storage; each group is copied as one contiguous byte span."""
+        spans: dict[int, _Span] = {}
+        for param, value in zip(params, values):
+            if not param.is_pointer:
+                continue
+            lo = value.data_ptr()
+            extent = 1 + sum((s - 1) * st for s, st in zip(value.shape, value.stride())) if value.numel() else 0
+            hi = lo + extent * value.element_size()
+            key = value.untyped_storage().data_ptr()
+            span = spans.get(key)
+            if span is None:
+                spans[key] = _Span(lo, hi, param.index in written)
+            else:
+                span.lo, span.hi = min(span.lo, lo), max(span.hi, hi)
+                span.written |= param.index in written
+        total = 0
+        for span in spans.values():
+            span.arena_offset = total
+            total += (span.hi - span.lo + ALIGN - 1) // ALIGN * ALIGN
+        return spans, total
+
+    def run(self, kernel: LoadedKernel, grid, params, values, written) -> None:
+        with self.lock:
+            spans, total = self._spans(params, values, written)
+            server = self._ensure_server(total)
+            handle = self._handle(kernel, server)
+            kinds, slots = bytearray(), []
+            for param, value in zip(params, values):
+                if param.is_pointer:
+                    span = spans[value.untyped_storage().data_ptr()]
+                    kinds.append(1)
+                    slots.append(span.arena_offset + value.data_ptr() - span.lo)
+                else:
+                    kinds.append(0)
+                    slots.append(value)
+            for span in spans.values():
+                ctypes.memmove(server.arena_addr + span.arena_offset, span.lo, span.hi - span.lo)
+            kinds += bytes(-(24 + len(kinds)) % 8)
+            payload = struct.pack("<I4iI", handle, grid[0], grid[1], grid[2], default_num_threads(),
+                                  len(slots)) + bytes(kinds) + struct.pack(f"<{len(slots)}Q", *slots)
+            try:
+                server.request(CMD_RUN, payload, timeout=kernel_timeout())
+            except KernelFault as fault:
+                self.shutdown()
+                raise KernelFault(f"kernel '{kernel.name}': {fault}") from None
+            for span in spans.values():
+                if span.written:
+                    ctypes.memmove(span.lo, server.arena_addr + span.arena_offset, span.hi - span.lo)

@@ -1,0 +1,1 @@
+"""Kernel-side language extensions: `cpu.libdevice` (math) and `smt` (matrix tiles)."""

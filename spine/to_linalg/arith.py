@@ -1,0 +1,100 @@
+"""arith and math ops. Tensor arith is legal upstream MLIR (the lowering turns it into linalg.generic),
+so most ops are cloned as they are. Integer and mask arithmetic on recognised states stays symbolic:
+
+    %o = arith.addi %pid_times_block, %range   → AffineIndex(offset pid*B, stride 1)
+    %m = arith.cmpi slt, %o, %n_splat          → MaskState(dim 0 in [0, n - pid*B))
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mlir import ir
+
+from . import states as st
+from .converter import handles
+from .types import element_type, is_bool, shape_of
+
+_PREDICATES = {0: "eq", 1: "ne", 2: "slt", 3: "sle", 4: "sgt", 5: "sge", 6: "ult", 7: "ule", 8: "ugt", 9: "uge"}
+_CASTS = ("arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast", "arith.index_castui")
+
+
+def _symbolic_result(conv, op):
+    """The state of the op's result when its structure survives, else None."""
+    name = op.operation.name
+    args = [conv.state(v) for v in op.operands]
+    if all(isinstance(a, st.AffineIndex) for a in args) and args:
+        a = args[0]
+        if name == "arith.addi":
+            return st.add_index(a, args[1])
+        if name == "arith.subi":
+            return st.sub_index(a, args[1])
+        if name == "arith.muli":
+            return st.mul_index(a, args[1])
+        if name in _CASTS and not is_bool(op.results[0].type):
+            return replace(a, element_type=element_type(op.results[0].type))
+        if name == "arith.cmpi":
+            pred = _PREDICATES[ir.IntegerAttr(op.attributes["predicate"]).value]
+            return st.compare_to_mask(pred, a, args[1])
+    if name == "arith.andi" and len(args) == 2 and all(isinstance(a, st.MaskState) for a in args):
+        return st.and_masks(args[0], args[1])
+    return None
+
+
+def _all_uniform(states) -> bool:
+    return all(isinstance(s, st.SplatValue) or (isinstance(s, st.AffineIndex) and s.is_uniform)
+               for s in states) and len(states) > 0
+
+
+def _scalar_of(state) -> ir.Value:
+    if isinstance(state, st.SplatValue):
+        return state.scalar
+    from . import index_math as im
+    return im.to_integer(state.offset, state.element_type)
+
+
+def _uniform_result(conv, op):
+    """An elementwise op over splats is the splat of the op over scalars."""
+    states = [conv.state(v) for v in op.operands]
+    if not _all_uniform(states) or len(op.results) != 1:
+        return None
+    shape = shape_of(op.results[0].type)
+    from . import index_math as im
+    scalars = [_scalar_of(s) for s in states]
+    scalar_op = ir.Operation.create(op.operation.name, results=[element_type(op.results[0].type)],
+                                    operands=scalars, attributes=_inherent_attributes(op))
+    scalar = scalar_op.results[0]
+    if is_bool(scalar.type):
+        return st.uniform_mask(scalar, shape)
+    if isinstance(scalar.type, ir.IntegerType):
+        return st.AffineIndex(shape, im.from_integer(scalar), (0,) * len(shape), scalar.type)
+    return st.SplatValue(shape, scalar)
+
+
+def _inherent_attributes(op) -> dict:
+    names = ("predicate", "fastmath", "overflowFlags", "roundingmode")
+    out = {}
+    for name in names:
+        try:
+            out[name] = op.attributes[name]
+        except KeyError:
+            pass
+    return out
+
+
+def convert_elementwise(conv, op):
+    state = _symbolic_result(conv, op)
+    if state is None and isinstance(op.results[0].type if len(op.results) else None, ir.RankedTensorType):
+        state = _uniform_result(conv, op)
+    if state is not None:
+        conv.bind(op.results[0], state)
+        return
+    conv.clone(op)
+
+
+@handles("arith.select")
+def convert_select(conv, op):
+    # select between pointers is not elementwise arithmetic: keep it out of the clone path
+    if any(isinstance(conv.state(v), (st.PointerState, st.GatherPointer)) for v in op.operands[1:]):
+        raise conv.unsupported(op, "select between pointers")
+    convert_elementwise(conv, op)
+

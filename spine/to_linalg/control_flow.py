@@ -1,0 +1,142 @@
+"""scf.for and scf.if with their regions converted in place.
+
+Loop-carried pointers keep their structure: a PointerState (or AffineIndex) whose base and strides stay
+the same across iterations is carried as its offset alone, so `a_ptrs += BLOCK_K * stride_ak` in a K loop
+stays a strided block load. When the strides do change inside the loop the converter starts again with
+that value carried as a gather (RetryWithGather)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from mlir import ir
+from mlir.dialects import scf
+
+from . import index_math as im
+from . import materialize
+from . import states as st
+from .converter import RetryWithGather, handles
+
+
+@dataclass(frozen=True)
+class Carried:
+    """How one loop-carried (or if-yielded) value travels through the region boundary."""
+    kind: str          # "value", "offset" (structured: offset only) or "gather" (offsets tensor)
+    template: object = None
+
+    def initial(self, state) -> ir.Value:
+        if self.kind == "offset":
+            return im.as_value(state.offset)
+        if self.kind == "gather":
+            return _as_gather(state).offsets
+        return state
+
+    def rebuild(self, value: ir.Value):
+        if self.kind == "offset":
+            return replace(self.template, offset=value)
+        if self.kind == "gather":
+            return replace(self.template, offsets=value)
+        return value
+
+    def compatible(self, state) -> bool:
+        if self.kind == "offset":
+            t = self.template
+            return (type(state) is type(t) and state.shape == t.shape
+                    and getattr(state, "base", None) == getattr(t, "base", None)
+                    and all(im.same(a, b) for a, b in zip(state.strides, t.strides)))
+        if self.kind == "gather":
+            return isinstance(state, (st.PointerState, st.GatherPointer)) and state.base == self.template.base
+        return True
+
+
+def _as_gather(state) -> st.GatherPointer:
+    return state if isinstance(state, st.GatherPointer) else materialize.gather_pointer(state)
+
+
+def _carry_for(conv, state, key) -> Carried:
+    if isinstance(state, (st.PointerState, st.AffineIndex)) and key not in conv.forced_gather:
+        return Carried("offset", state)
+    if isinstance(state, (st.PointerState, st.GatherPointer)):
+        return Carried("gather", _as_gather(state))
+    return Carried("value")
+
+
+def _yielded(conv, carried: Carried, value: ir.Value, key) -> ir.Value:
+    state = conv.state(value)
+    if not carried.compatible(state):
+        if carried.kind == "offset":
+            raise RetryWithGather(key)
+        raise conv.unsupported_use(value, "a loop-carried pointer that switches to another argument")
+    if carried.kind == "value":
+        return conv.concrete(value)
+    if carried.kind == "offset":
+        return im.as_value(state.offset)
+    return _as_gather(state).offsets
+
+
+def _convert_body(conv, block: ir.Block):
+    *body, terminator = list(block.operations)
+    for inner in body:
+        conv.convert_op(inner)
+    return terminator
+
+
+@handles("scf.for")
+def convert_for(conv, op):
+    conv.loop_counter += 1
+    loop_id = conv.loop_counter
+    lower, upper, step = (conv.concrete(v) for v in list(op.operands)[:3])
+    inits = list(op.operands)[3:]
+    carries, init_values = [], []
+    for i, v in enumerate(inits):
+        state = conv.state(v)
+        carry = _carry_for(conv, state, (loop_id, i))
+        if carry.kind == "value":
+            state = conv.concrete(v)
+        carries.append(carry)
+        init_values.append(carry.initial(state))
+    loop = scf.ForOp(lower, upper, step, init_values)
+    old_block = op.regions[0].blocks[0]
+    conv.bind(old_block.arguments[0], loop.induction_variable)
+    for carry, old, new in zip(carries, list(old_block.arguments)[1:], loop.inner_iter_args):
+        conv.bind(old, carry.rebuild(new))
+    with ir.InsertionPoint(loop.body):
+        terminator = _convert_body(conv, old_block)
+        scf.YieldOp([_yielded(conv, c, v, (loop_id, i))
+                     for i, (c, v) in enumerate(zip(carries, terminator.operands))])
+    for carry, old, new in zip(carries, op.results, loop.results):
+        conv.bind(old, carry.rebuild(new))
+
+
+@handles("scf.if")
+def convert_if(conv, op):
+    cond = conv.concrete(op.operands[0])
+    if not len(op.results):
+        branch = scf.IfOp(cond, [], has_else=len(op.regions[1].blocks) > 0)
+        for region, block in ((op.regions[0], branch.then_block),
+                              (op.regions[1], branch.else_block if len(op.regions[1].blocks) else None)):
+            if block is None:
+                continue
+            with ir.InsertionPoint(block):
+                _convert_body(conv, region.blocks[0])
+                scf.YieldOp([])
+        return
+    # Results carried as concrete values; pointers as gathers over one base (the rare pointer-select).
+    carries = []
+    for result in op.results:
+        if isinstance(result.type, ir.OpaqueType) or (isinstance(result.type, ir.RankedTensorType)
+                                                     and isinstance(result.type.element_type, ir.OpaqueType)):
+            carries.append(None)
+        else:
+            carries.append(Carried("value"))
+    if any(c is None for c in carries):
+        raise conv.unsupported(op, "an if that yields pointers")
+    types = [r.type for r in op.results]
+    branch = scf.IfOp(cond, types, has_else=True)
+    for region, block in ((op.regions[0], branch.then_block), (op.regions[1], branch.else_block)):
+        with ir.InsertionPoint(block):
+            terminator = _convert_body(conv, region.blocks[0])
+            scf.YieldOp([conv.concrete(v) for v in terminator.operands])
+    for old, new in zip(op.results, branch.results):
+        conv.bind(old, new)
+
+

@@ -1,0 +1,126 @@
+"""The TTIR → linalg converter: walks the kernel in order and dispatches each op to its handler.
+
+Handlers live one family per module (load.py handles `tt.load`, reduce.py `tt.reduce`, ...) and register
+with `@handles(...)`. Each maps the op's results to states (states.py) or concrete MLIR values; the
+converter materialises states on demand. Ops from upstream dialects (arith, math) that need no rewriting
+are cloned with their operands remapped.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Dict
+
+from mlir import ir
+
+from ..errors import SpineCompilationError
+from . import materialize
+from .states import AffineIndex, GatherPointer, MaskState, PointerState, SplatValue
+
+HANDLERS: Dict[str, Callable] = {}
+CLONED_DIALECTS = ("arith.", "math.")
+
+
+def handles(*names: str):
+    def register(fn):
+        for name in names:
+            HANDLERS[name] = fn
+        return fn
+    return register
+
+
+_LOC = re.compile(r'"([^"]+)":(\d+):(\d+)')
+
+
+def describe_location(loc: ir.Location) -> str:
+    """`file:line` of the innermost source position in an MLIR location (named locations nest)."""
+    found = _LOC.findall(str(loc))
+    if not found:
+        return "an unknown source line"
+    path, line, col = found[-1]
+    return f"{path}:{line}:{col}"
+
+
+class RetryWithGather(Exception):
+    """A loop-carried pointer changed its strides inside the loop: convert again, carrying it as a gather."""
+
+    def __init__(self, key):
+        super().__init__(key)
+        self.key = key
+
+
+@dataclass
+class Converter:
+    kernel_name: str
+    values: dict = field(default_factory=dict)
+    # kernel-argument memrefs → their index among the kernel's runtime arguments
+    argument_of: dict = field(default_factory=dict)
+    written_args: set = field(default_factory=set)
+    program_ids: list = field(default_factory=list)      # pid x, y, z then num_programs x, y, z
+    forced_gather: frozenset = frozenset()
+    loop_counter: int = 0                                 # numbers scf.for ops, stable across retries
+
+    # -------------------------------------------------------------------------------------- value map
+    def state(self, value: ir.Value):
+        try:
+            return self.values[value]
+        except KeyError:
+            raise SpineCompilationError(f"internal: value used before it was converted in '{self.kernel_name}'")
+
+    def concrete(self, value: ir.Value) -> ir.Value:
+        """The concrete value, materialising (and remembering) a symbolic state."""
+        state = self.state(value)
+        if isinstance(state, (PointerState, GatherPointer)):
+            raise self.unsupported_use(value, "a pointer used as a plain value")
+        if not isinstance(state, ir.Value):
+            state = materialize.concrete(state)
+            self.values[value] = state
+        return state
+
+    def bind(self, result: ir.Value, state) -> None:
+        self.values[result] = state
+
+    # ----------------------------------------------------------------------------------------- walking
+    def convert_block(self, block: ir.Block) -> None:
+        for op in block.operations:
+            self.convert_op(op)
+
+    def convert_op(self, op) -> None:
+        name = op.operation.name
+        handler = HANDLERS.get(name)
+        with op.location:
+            if handler is not None:
+                handler(self, op)
+            elif name.startswith(CLONED_DIALECTS):
+                from .arith import convert_elementwise
+                convert_elementwise(self, op)
+            else:
+                raise self.unsupported(op)
+
+    def clone(self, op) -> ir.Operation:
+        """Clone an upstream op at the insertion point with its operands made concrete."""
+        operands = [self.concrete(v) for v in op.operands]
+        new = op.operation.clone()
+        for i, v in enumerate(operands):
+            new.operands[i] = v
+        for old, res in zip(op.results, new.results):
+            self.bind(old, res)
+        return new
+
+    # ------------------------------------------------------------------------------------------ errors
+    def unsupported(self, op, detail: str = "") -> SpineCompilationError:
+        what = f"unsupported operation '{op.operation.name}'"
+        if detail:
+            what += f" ({detail})"
+        return SpineCompilationError(
+            f"{what} in kernel '{self.kernel_name}' at {describe_location(op.location)}")
+
+    def unsupported_use(self, value: ir.Value, detail: str) -> SpineCompilationError:
+        owner = value.owner
+        loc = owner.location if hasattr(owner, "location") else None
+        where = describe_location(loc) if loc is not None else "an unknown source line"
+        return SpineCompilationError(f"unsupported: {detail} in kernel '{self.kernel_name}' at {where}")
+
+
+def is_symbolic(state) -> bool:
+    return isinstance(state, (AffineIndex, MaskState, SplatValue, PointerState, GatherPointer))

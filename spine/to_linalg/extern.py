@@ -1,0 +1,31 @@
+"""tt.extern_elementwise: calls from `libdevice` (spine.language.cpu.libdevice) become math-dialect ops, so
+they vectorise (the lowering replaces them with polynomial approximations rather than libm calls)."""
+from __future__ import annotations
+
+from mlir import ir
+
+from .converter import handles
+
+# C library symbol → math op. The libdevice module names functions by these symbols.
+MATH_OPS = {
+    "erff": "math.erf", "erf": "math.erf", "expf": "math.exp", "exp": "math.exp", "exp2f": "math.exp2",
+    "expm1f": "math.expm1", "logf": "math.log", "log": "math.log", "log2f": "math.log2", "log10f": "math.log10",
+    "log1pf": "math.log1p", "sqrtf": "math.sqrt", "sqrt": "math.sqrt", "rsqrtf": "math.rsqrt",
+    "tanhf": "math.tanh", "tanh": "math.tanh", "sinf": "math.sin", "cosf": "math.cos", "tanf": "math.tan",
+    "atanf": "math.atan", "atan2f": "math.atan2", "asinf": "math.asin", "acosf": "math.acos",
+    "sinhf": "math.sinh", "coshf": "math.cosh", "powf": "math.powf", "pow": "math.powf",
+    "fabsf": "math.absf", "fabs": "math.absf", "floorf": "math.floor", "ceilf": "math.ceil",
+    "truncf": "math.trunc", "roundf": "math.round", "rintf": "math.roundeven", "cbrtf": "math.cbrt",
+    "fmaf": "math.fma", "asinhf": "math.asinh", "acoshf": "math.acosh", "atanhf": "math.atanh",
+}
+
+
+@handles("tt.extern_elementwise")
+def convert_extern(conv, op):
+    symbol = ir.StringAttr(op.attributes["symbol"]).value
+    name = MATH_OPS.get(symbol)
+    if name is None:
+        raise conv.unsupported(op, f"library function '{symbol}'")
+    operands = [conv.concrete(v) for v in op.operands]
+    new = ir.Operation.create(name, results=[op.results[0].type], operands=operands)
+    conv.bind(op.results[0], new.results[0])

@@ -1,0 +1,75 @@
+"""tt.func → func.func; program ids and grid sizes become trailing arguments.
+
+    tt.func @add(%x: !tt.ptr<f32>, %n: i32)
+  becomes
+    func.func @add(%x: memref<?xf32>, %n: i32, %pid_x: i32, %pid_y: i32, %pid_z: i32,
+                   %num_x: i32, %num_y: i32, %num_z: i32)
+
+Every pointer argument is a 1-D memref of its pointee; loads and stores view it through
+memref.reinterpret_cast at the offsets the pointer states computed. The generated entry point
+(compiler/entry.py) fills these arguments from the runtime's argument array.
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import func
+
+from .converter import handles
+from .states import PointerState
+from .types import is_pointer, memref_of, pointee_type
+
+NUM_GRID_ARGS = 6
+
+
+def kernel_signature(tt_func) -> tuple[list[ir.Type], list[str]]:
+    """Converted argument types and the kinds ("ptr" or the scalar type) of the runtime arguments."""
+    fn_type = ir.FunctionType(ir.TypeAttr(tt_func.attributes["function_type"]).value)
+    types, kinds = [], []
+    for ty in fn_type.inputs:
+        if is_pointer(ty):
+            types.append(memref_of(pointee_type(ty)))
+            kinds.append("ptr")
+        else:
+            types.append(ty)
+            kinds.append(str(ty))
+    return types, kinds
+
+
+def convert_function(conv, tt_func) -> func.FuncOp:
+    name = ir.StringAttr(tt_func.attributes["sym_name"]).value
+    arg_types, _ = kernel_signature(tt_func)
+    i32 = ir.IntegerType.get_signless(32)
+    all_types = arg_types + [i32] * NUM_GRID_ARGS
+    with tt_func.location:
+        fn = func.FuncOp(name, ir.FunctionType.get(all_types, []))
+    entry = fn.add_entry_block()
+    tt_block = tt_func.regions[0].blocks[0]
+    for i, (old, new) in enumerate(zip(tt_block.arguments, entry.arguments)):
+        if is_pointer(old.type):
+            conv.argument_of[new] = i
+            conv.bind(old, PointerState(new, pointee_type(old.type), (), 0, ()))
+        else:
+            conv.bind(old, new)
+    conv.program_ids = list(entry.arguments)[len(arg_types):]
+    with ir.InsertionPoint(entry):
+        conv.convert_block(tt_block)
+    return fn
+
+
+@handles("tt.return")
+def convert_return(conv, op):
+    if len(op.operands):
+        raise conv.unsupported(op, "kernels cannot return values")
+    func.ReturnOp([])
+
+
+@handles("tt.get_program_id")
+def convert_program_id(conv, op):
+    axis = ir.IntegerAttr(op.attributes["axis"]).value
+    conv.bind(op.results[0], conv.program_ids[axis])
+
+
+@handles("tt.get_num_programs")
+def convert_num_programs(conv, op):
+    axis = ir.IntegerAttr(op.attributes["axis"]).value
+    conv.bind(op.results[0], conv.program_ids[3 + axis])

@@ -1,0 +1,54 @@
+"""Concrete tensors for symbolic states, for the ops that need real values."""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith
+
+from . import builders as b
+from . import index_math as im
+from .states import AffineIndex, GatherPointer, MaskState, PointerState, SplatValue
+
+
+def _affine_at(offset, strides, ivs) -> ir.Value:
+    acc = offset
+    for stride, iv in zip(strides, ivs):
+        acc = im.add(acc, im.mul(stride, iv))
+    return im.as_value(acc)
+
+
+def affine_tensor(state: AffineIndex) -> ir.Value:
+    return b.tabulate(state.shape, state.element_type,
+                      lambda ivs: im.to_integer(_affine_at(state.offset, state.strides, ivs), state.element_type))
+
+
+def mask_tensor(state: MaskState) -> ir.Value:
+    def at(ivs):
+        result = arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result
+        for (lo, hi), iv in zip(state.bounds, ivs):
+            above = arith.CmpIOp(arith.CmpIPredicate.sge, iv, im.as_value(lo)).result
+            below = arith.CmpIOp(arith.CmpIPredicate.slt, iv, im.as_value(hi)).result
+            result = arith.AndIOp(result, arith.AndIOp(above, below).result).result
+        return result
+    return b.tabulate(state.shape, ir.IntegerType.get_signless(1), at)
+
+
+def gather_pointer(state: PointerState) -> GatherPointer:
+    i64 = ir.IntegerType.get_signless(64)
+    offsets = b.tabulate(state.shape, i64,
+                         lambda ivs: im.to_integer(_affine_at(state.offset, state.strides, ivs), i64))
+    return GatherPointer(state.base, state.element_type, state.shape, offsets)
+
+
+def concrete(state) -> ir.Value:
+    """The MLIR value for a state (pointers excluded: they never become plain values)."""
+    if isinstance(state, ir.Value):
+        return state
+    if isinstance(state, AffineIndex):
+        if not state.shape:
+            return im.to_integer(state.offset, state.element_type)
+        return affine_tensor(state)
+    if isinstance(state, MaskState):
+        return mask_tensor(state)
+    if isinstance(state, SplatValue):
+        return b.splat(state.scalar, state.shape) if state.shape else state.scalar
+    raise TypeError(f"no concrete value for {type(state).__name__}")

@@ -1,0 +1,44 @@
+"""Shared pieces of tt.load and tt.store: operand decoding and the masked-window arithmetic."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from mlir import ir
+
+from . import builders as b
+from . import states as st
+
+
+def segment_sizes(op) -> list[int]:
+    try:
+        return list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    except KeyError:
+        return [1] * len(op.operands)
+
+
+def split_operands(op, names: tuple[str, ...]) -> dict:
+    """Operands by segment name, None where a segment is empty."""
+    out, at = {}, 0
+    for name, size in zip(names, segment_sizes(op)):
+        out[name] = op.operands[at] if size else None
+        at += size
+    return out
+
+
+@dataclass(frozen=True)
+class Window:
+    """The part of a tile a structured mask selects: starts and sizes per dim (Index values)."""
+    starts: tuple
+    sizes: tuple
+
+    @staticmethod
+    def of(mask: Optional[st.MaskState], shape) -> Optional["Window"]:
+        if mask is None:
+            return None
+        bounds = st.clamped_bounds(mask)
+        return Window(tuple(s for s, _ in bounds), tuple(n for _, n in bounds))
+
+
+def pointer_view(ptr: st.PointerState) -> ir.Value:
+    return b.strided_view(ptr.base, ptr.element_type, ptr.shape, ptr.offset, ptr.strides)

@@ -1,0 +1,218 @@
+"""What the conversion knows about a TTIR value beyond its MLIR value.
+
+Triton kernels build addresses and masks elementwise (`base + pid * BLOCK + tl.arange(0, BLOCK)`,
+`offs < n`). Materialised literally that would be a gather; recognised, it is a strided block copy. These
+immutable states record the recognised structure:
+
+    AffineIndex   value[i] = offset + sum_d strides[d] * i[d]        integer tensors from make_range/splat
+    PointerState  address[i] = base + offset + sum_d strides[d]*i[d] structured pointer tensors (or scalars)
+    GatherPointer address[i] = base + offsets[i]                     any other pointer tensor
+    MaskState     mask[i] = and_d (lo[d] <= i[d] < hi[d])            masks from comparisons of AffineIndex
+    SplatValue    value[i] = scalar                                  non-integer splats (e.g. `other=0.0`)
+
+The combinators are pure: they return a new state, or None when the structure is lost, in which case the
+converter materialises concrete tensors (materialize.py) and falls back to the general path.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Optional, Tuple
+
+from mlir import ir
+
+from . import index_math as im
+from .index_math import Index
+
+
+@dataclass(frozen=True)
+class AffineIndex:
+    shape: Tuple[int, ...]
+    offset: Index
+    strides: Tuple[Index, ...]
+    element_type: ir.Type            # the integer type of the TTIR value
+
+    @property
+    def is_uniform(self) -> bool:
+        return all(im.same(s, 0) for s in self.strides)
+
+
+@dataclass(frozen=True)
+class PointerState:
+    base: ir.Value                   # memref<?xT> of the kernel argument
+    element_type: ir.Type            # T
+    shape: Tuple[int, ...]           # () for a scalar pointer
+    offset: Index                    # in elements
+    strides: Tuple[Index, ...]
+
+
+@dataclass(frozen=True)
+class GatherPointer:
+    base: ir.Value
+    element_type: ir.Type
+    shape: Tuple[int, ...]
+    offsets: ir.Value                # tensor<shape x i64>, in elements
+
+
+@dataclass(frozen=True)
+class MaskState:
+    shape: Tuple[int, ...]
+    bounds: Tuple[Tuple[Index, Index], ...]   # per dim, [lo, hi) before clamping to [0, size)
+
+
+@dataclass(frozen=True)
+class SplatValue:
+    shape: Tuple[int, ...]
+    scalar: ir.Value
+
+
+State = object  # one of the dataclasses above, or a plain ir.Value for a concrete value
+
+
+# ----------------------------------------------------------------------------------------------- shape ops
+
+def expand_dims(state, axis: int):
+    if isinstance(state, AffineIndex):
+        return replace(state, shape=_insert(state.shape, axis, 1), strides=_insert(state.strides, axis, 0))
+    if isinstance(state, PointerState):
+        return replace(state, shape=_insert(state.shape, axis, 1), strides=_insert(state.strides, axis, 0))
+    if isinstance(state, MaskState):
+        return replace(state, shape=_insert(state.shape, axis, 1), bounds=_insert(state.bounds, axis, (0, 1)))
+    if isinstance(state, SplatValue):
+        return replace(state, shape=_insert(state.shape, axis, 1))
+    return None
+
+
+def broadcast(state, shape: Tuple[int, ...]):
+    """Broadcast size-1 dims to `shape`; a size-1 dim's stride no longer matters and becomes 0."""
+    if isinstance(state, (AffineIndex, PointerState)):
+        strides = tuple(s if old == new else 0 for s, old, new in zip(state.strides, state.shape, shape))
+        return replace(state, shape=tuple(shape), strides=strides)
+    if isinstance(state, MaskState):
+        bounds = []
+        for (lo, hi), old, new in zip(state.bounds, state.shape, shape):
+            if old == new:
+                bounds.append((lo, hi))
+            else:
+                # One element decides the whole broadcast dim: all of it, or none of it.
+                inside = _inside_zero(lo, hi)
+                bounds.append((0, new) if inside is True else (0, 0) if inside is False
+                              else (0, im.select(inside, new, 0)))
+        return MaskState(tuple(shape), tuple(bounds))
+    if isinstance(state, SplatValue):
+        return replace(state, shape=tuple(shape))
+    return None
+
+
+def _inside_zero(lo: Index, hi: Index):
+    """Whether index 0 lies in [lo, hi): a bool when known, else an i1 value."""
+    from mlir.dialects import arith
+    if isinstance(lo, int) and isinstance(hi, int):
+        return lo <= 0 < hi
+    a = arith.CmpIOp(arith.CmpIPredicate.sle, im.as_value(lo), im.const(0)).result
+    b = arith.CmpIOp(arith.CmpIPredicate.sgt, im.as_value(hi), im.const(0)).result
+    return arith.AndIOp(a, b).result
+
+
+def _insert(items: tuple, axis: int, value) -> tuple:
+    return items[:axis] + (value,) + items[axis:]
+
+
+# ---------------------------------------------------------------------------------------------- arithmetic
+
+def add_index(a: AffineIndex, b: AffineIndex) -> AffineIndex:
+    return replace(a, offset=im.add(a.offset, b.offset),
+                   strides=tuple(im.add(x, y) for x, y in zip(a.strides, b.strides)))
+
+
+def sub_index(a: AffineIndex, b: AffineIndex) -> AffineIndex:
+    return replace(a, offset=im.sub(a.offset, b.offset),
+                   strides=tuple(im.sub(x, y) for x, y in zip(a.strides, b.strides)))
+
+
+def mul_index(a: AffineIndex, b: AffineIndex) -> Optional[AffineIndex]:
+    """Affine times uniform stays affine; affine times affine does not."""
+    if not b.is_uniform:
+        a, b = b, a
+    if not b.is_uniform:
+        return None
+    k = b.offset
+    return replace(a, offset=im.mul(a.offset, k), strides=tuple(im.mul(s, k) for s in a.strides))
+
+
+def offset_pointer(ptr: PointerState, index: AffineIndex) -> PointerState:
+    """tt.addptr of a structured pointer and an affine index (shapes already agree)."""
+    strides = ptr.strides if not ptr.shape else tuple(im.add(x, y) for x, y in zip(ptr.strides, index.strides))
+    if not ptr.shape and index.shape:
+        return None
+    return replace(ptr, offset=im.add(ptr.offset, index.offset), strides=strides)
+
+
+def compare_to_mask(predicate: str, lhs: AffineIndex, rhs: AffineIndex) -> Optional[MaskState]:
+    """Turn `lhs <pred> rhs` into per-dim bounds when one side varies along at most one dim with a
+    positive constant stride and the other side is uniform."""
+    flipped = {"slt": "sgt", "sle": "sge", "sgt": "slt", "sge": "sle", "ult": "ugt", "ule": "uge",
+               "ugt": "ult", "uge": "ule"}
+    if lhs.is_uniform and not rhs.is_uniform:
+        lhs, rhs, predicate = rhs, lhs, flipped.get(predicate)
+    if predicate is None or not rhs.is_uniform:
+        return None
+    if predicate.startswith("u"):
+        # Unsigned compares of a non-negative range against a bound: only `<`/`<=` keep their meaning.
+        if predicate not in ("ult", "ule"):
+            return None
+        predicate = "s" + predicate[1:]
+    varying = [d for d, s in enumerate(lhs.strides) if not im.same(s, 0)]
+    shape = lhs.shape
+    full = tuple((0, n) for n in shape)
+    if not varying:
+        return _uniform_compare(predicate, lhs, rhs, shape)
+    if len(varying) != 1 or not isinstance(lhs.strides[varying[0]], int) or lhs.strides[varying[0]] <= 0:
+        return None
+    d = varying[0]
+    stride = lhs.strides[d]
+    # lhs = off + stride * i  <pred>  n
+    limit = im.sub(rhs.offset, lhs.offset)
+    if predicate == "slt":
+        bound = (0, im.ceil_div(limit, stride))
+    elif predicate == "sle":
+        bound = (0, im.ceil_div(im.add(limit, 1), stride))
+    elif predicate == "sge":
+        bound = (im.ceil_div(limit, stride), shape[d])
+    elif predicate == "sgt":
+        bound = (im.ceil_div(im.add(limit, 1), stride), shape[d])
+    else:
+        return None
+    return MaskState(shape, full[:d] + (bound,) + full[d + 1:])
+
+
+def _uniform_compare(predicate, lhs, rhs, shape) -> Optional[MaskState]:
+    from mlir.dialects import arith
+    if not shape:
+        return None
+    ops = {"slt": arith.CmpIPredicate.slt, "sle": arith.CmpIPredicate.sle, "sgt": arith.CmpIPredicate.sgt,
+           "sge": arith.CmpIPredicate.sge, "eq": arith.CmpIPredicate.eq, "ne": arith.CmpIPredicate.ne}
+    if predicate not in ops:
+        return None
+    cond = arith.CmpIOp(ops[predicate], im.as_value(lhs.offset), im.as_value(rhs.offset)).result
+    return uniform_mask(cond, shape)
+
+
+def uniform_mask(cond: ir.Value, shape) -> MaskState:
+    """A mask that is all true or all false, from an i1 scalar."""
+    bounds = tuple((0, n) for n in shape)
+    return MaskState(tuple(shape), ((0, im.select(cond, shape[0], 0)),) + bounds[1:])
+
+
+def and_masks(a: MaskState, b: MaskState) -> MaskState:
+    bounds = tuple((im.maximum(la, lb), im.minimum(ha, hb)) for (la, ha), (lb, hb) in zip(a.bounds, b.bounds))
+    return MaskState(a.shape, bounds)
+
+
+def clamped_bounds(mask: MaskState) -> Tuple[Tuple[Index, Index], ...]:
+    """Bounds as (start, size) pairs inside the tile: 0 <= start, start + size <= dim size."""
+    out = []
+    for (lo, hi), n in zip(mask.bounds, mask.shape):
+        start = im.clamp(lo, 0, n)
+        end = im.clamp(hi, start, n)
+        out.append((start, im.sub(end, start)))
+    return tuple(out)

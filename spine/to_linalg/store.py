@@ -1,0 +1,69 @@
+"""tt.store: the mirror of load.py. Structured stores write the masked window of the value into a strided
+view of the argument (bufferization.materialize_in_destination); other stores scatter element by element.
+Every pointer argument stored through is recorded, so the QEMU runtime copies back only those."""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import bufferization, memref, scf, tensor
+
+from . import builders as b
+from . import index_math as im
+from . import materialize
+from . import states as st
+from .converter import handles
+from .memory import Window, pointer_view, split_operands
+
+
+@handles("tt.store")
+def convert_store(conv, op):
+    parts = split_operands(op, ("ptr", "value", "mask"))
+    ptr = conv.state(parts["ptr"])
+    mask = conv.state(parts["mask"]) if parts["mask"] is not None else None
+    if not isinstance(ptr, (st.PointerState, st.GatherPointer)):
+        raise conv.unsupported(op, "store through a pointer of unknown origin")
+    conv.written_args.add(conv.argument_of[ptr.base])
+    value = conv.concrete(parts["value"])
+    if isinstance(ptr, st.PointerState) and not ptr.shape:
+        _scalar_store(conv, ptr, value, parts["mask"])
+    elif isinstance(ptr, st.PointerState) and (mask is None or isinstance(mask, st.MaskState)):
+        _structured_store(ptr, value, mask)
+    else:
+        gather = ptr if isinstance(ptr, st.GatherPointer) else materialize.gather_pointer(ptr)
+        _scatter_store(gather, value, conv.concrete(parts["mask"]) if mask is not None else None)
+
+
+def _structured_store(ptr: st.PointerState, value: ir.Value, mask) -> None:
+    view = pointer_view(ptr)
+    window = Window.of(mask, ptr.shape)
+    if window is not None:
+        value = b.tensor_window(value, window.starts, window.sizes)
+        view = b.memref_window(view, window.starts, window.sizes)
+    bufferization.MaterializeInDestinationOp(None, value, view, writable=True)
+
+
+def _scatter_store(ptr: st.GatherPointer, value: ir.Value, mask) -> None:
+    def body(ivs):
+        def store_one():
+            offset = tensor.ExtractOp(ptr.offsets, ivs).result
+            element = tensor.ExtractOp(value, ivs).result
+            memref.StoreOp(element, ptr.base, [im.from_integer(offset)])
+        if mask is None:
+            store_one()
+            return
+        branch = scf.IfOp(tensor.ExtractOp(mask, ivs).result)
+        with ir.InsertionPoint(branch.then_block):
+            store_one()
+            scf.YieldOp([])
+    b.loop_nest(ptr.shape, body)
+
+
+def _scalar_store(conv, ptr: st.PointerState, value: ir.Value, mask_operand) -> None:
+    def store():
+        memref.StoreOp(value, ptr.base, [im.as_value(ptr.offset)])
+    if mask_operand is None:
+        store()
+        return
+    branch = scf.IfOp(conv.concrete(mask_operand))
+    with ir.InsertionPoint(branch.then_block):
+        store()
+        scf.YieldOp([])

@@ -1,0 +1,116 @@
+"""Shape-building ops: tt.make_range, tt.splat, tt.broadcast, tt.expand_dims, and tensor constants.
+
+They keep structure: `tt.make_range {start = 0, end = 128}` becomes AffineIndex(offset 0, stride 1) and
+emits nothing; only a use that needs real values materialises it (a linalg.generic over linalg.index)."""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import tensor
+
+from . import builders as b
+from . import index_math as im
+from . import states as st
+from .converter import handles
+from .types import element_type, is_bool, is_integer, shape_of
+
+
+@handles("tt.make_range")
+def convert_make_range(conv, op):
+    start = ir.IntegerAttr(op.attributes["start"]).value
+    ty = op.results[0].type
+    conv.bind(op.results[0], st.AffineIndex(shape_of(ty), start, (1,), element_type(ty)))
+
+
+@handles("tt.splat")
+def convert_splat(conv, op):
+    shape = shape_of(op.results[0].type)
+    source = conv.state(op.operands[0])
+    if isinstance(source, st.PointerState):
+        conv.bind(op.results[0], st.PointerState(source.base, source.element_type, shape, source.offset,
+                                                 (0,) * len(shape)))
+        return
+    scalar = conv.concrete(op.operands[0])
+    if is_bool(scalar.type):
+        conv.bind(op.results[0], st.uniform_mask(scalar, shape))
+    elif is_integer(scalar.type):
+        conv.bind(op.results[0], st.AffineIndex(shape, im.from_integer(scalar), (0,) * len(shape), scalar.type))
+    else:
+        conv.bind(op.results[0], st.SplatValue(shape, scalar))
+
+
+@handles("tt.expand_dims")
+def convert_expand_dims(conv, op):
+    axis = ir.IntegerAttr(op.attributes["axis"]).value
+    source = conv.state(op.operands[0])
+    expanded = st.expand_dims(source, axis)
+    if expanded is None:
+        if isinstance(source, st.GatherPointer):
+            offsets = _expand_shape(source.offsets, axis, shape_of(op.results[0].type))
+            expanded = st.GatherPointer(source.base, source.element_type, shape_of(op.results[0].type), offsets)
+        else:
+            expanded = _expand_shape(conv.concrete(op.operands[0]), axis, shape_of(op.results[0].type))
+    conv.bind(op.results[0], expanded)
+
+
+def _expand_shape(value: ir.Value, axis: int, out_shape) -> ir.Value:
+    old_rank = len(out_shape) - 1
+    groups = [[d] for d in range(old_rank)]
+    if old_rank == 0:
+        groups = []
+    else:
+        for g in groups:
+            g[0] += 1 if g[0] >= axis else 0
+        owner = min(axis, old_rank - 1)
+        groups[owner].append(axis)
+        groups[owner].sort()
+    reassociation = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)
+                                                        for d in g]) for g in groups])
+    result = ir.RankedTensorType.get(list(out_shape), ir.RankedTensorType(value.type).element_type)
+    return tensor.ExpandShapeOp(result, value, reassociation, [], ir.DenseI64ArrayAttr.get(list(out_shape))).result
+
+
+@handles("tt.broadcast")
+def convert_broadcast(conv, op):
+    shape = shape_of(op.results[0].type)
+    source = conv.state(op.operands[0])
+    result = st.broadcast(source, shape)
+    if result is None:
+        if isinstance(source, st.GatherPointer):
+            result = st.GatherPointer(source.base, source.element_type, shape,
+                                      broadcast_tensor(source.offsets, shape))
+        else:
+            result = broadcast_tensor(conv.concrete(op.operands[0]), shape)
+    conv.bind(op.results[0], result)
+
+
+def broadcast_tensor(value: ir.Value, shape) -> ir.Value:
+    """Broadcast size-1 dims of a concrete tensor (a linalg.generic reading index 0 along them)."""
+    src_shape = shape_of(value.type)
+    rank = len(shape)
+    exprs = [ir.AffineConstantExpr.get(0) if old != new else ir.AffineDimExpr.get(d)
+             for d, (old, new) in enumerate(zip(src_shape, shape))]
+    in_map = ir.AffineMapAttr.get(ir.AffineMap.get(rank, 0, exprs))
+    out = b.empty(shape, element_type(value.type))
+    return b.generic([out.type], [value], [out], [in_map, b.identity_map(rank)], rank, lambda x, _o: [x]).results[0]
+
+
+@handles("arith.constant")
+def convert_constant(conv, op):
+    ty = op.results[0].type
+    attr = op.attributes["value"]
+    if isinstance(ty, ir.RankedTensorType) and isinstance(attr, ir.DenseElementsAttr) and attr.is_splat:
+        shape = shape_of(ty)
+        elem = element_type(ty)
+        splat = attr.get_splat_value()
+        if isinstance(elem, ir.IntegerType) and elem.width > 1:
+            conv.bind(op.results[0], st.AffineIndex(shape, ir.IntegerAttr(splat).value, (0,) * len(shape), elem))
+            return
+        from mlir.dialects import arith
+        scalar = arith.ConstantOp(elem, splat).result
+        if is_bool(elem):
+            conv.bind(op.results[0], st.uniform_mask(scalar, shape))
+        else:
+            conv.bind(op.results[0], st.SplatValue(shape, scalar))
+        return
+    conv.clone(op)
+
