@@ -114,6 +114,9 @@ int main(int argc, char **argv) {
     arena = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (arena == MAP_FAILED) { perror("mmap arena"); return 2; }
     close(fd);
+    /* Kernels call libm for math without a vector lowering (expf, erff); they are linked without a
+     * sysroot, so make libm's symbols global for them to bind to. */
+    if (!dlopen("libm.so.6", RTLD_NOW | RTLD_GLOBAL)) fprintf(stderr, "warning: %s\n", dlerror());
     uint32_t cores = (uint32_t)spine_num_cores();
     reply(0, &cores, 4);  /* ready */
     for (;;) {

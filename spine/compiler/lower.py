@@ -8,10 +8,14 @@ import ctypes
 import functools
 import os
 
+from ..errors import SpineCompilationError
+from ..to_linalg.converter import describe_location
+
 BUFFERIZE = ",".join([
-    "canonicalize", "cse",
-    "convert-elementwise-to-linalg", "linalg-fuse-elementwise-ops", "canonicalize", "cse",
-    "one-shot-bufferize",
+    # No cse before fusion: it would merge the per-use copies of materialised masks and index tensors
+    # into one multi-use producer, which the fusion leaves alone (and bufferizes into a temporary).
+    "canonicalize", "convert-elementwise-to-linalg", "linalg-fuse-elementwise-ops", "canonicalize", "cse",
+    "one-shot-bufferize{allow-return-allocs-from-loops=true}",
     "canonicalize", "cse",
     "func.func(buffer-loop-hoisting)",
     "buffer-deallocation-pipeline",
@@ -72,10 +76,28 @@ def lower(linalg_text: str) -> str:
     from mlir import ir, passmanager
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(linalg_text)
-        passmanager.PassManager.parse(f"builtin.module({BUFFERIZE})").run(module.operation)
+        _run(module, BUFFERIZE)
         _copies_to_linalg(module)
-        passmanager.PassManager.parse(f"builtin.module({TO_LLVM})").run(module.operation)
+        _run(module, TO_LLVM)
         return to_llvm_ir(module)
+
+
+def _run(module, pipeline: str) -> None:
+    from mlir import ir, passmanager
+    try:
+        passmanager.PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
+    except ir.MLIRError as err:
+        lines = []
+        for diag in err.error_diagnostics:
+            lines.append(f"{describe_location(diag.location)}: {diag.message}")
+            lines += [f"  note: {note.message}" for note in diag.notes]
+        raise SpineCompilationError("MLIR lowering failed:\n" + "\n".join(lines)) from None
+
+
+def _is_bool_memref(ty) -> bool:
+    from mlir import ir
+    elem = ir.MemRefType(ty).element_type
+    return isinstance(elem, ir.IntegerType) and elem.width == 1
 
 
 def _copies_to_linalg(module) -> None:
@@ -86,8 +108,14 @@ def _copies_to_linalg(module) -> None:
     copies = []
 
     def collect(op):
-        if op.operation.name == "memref.copy":
+        name = op.operation.name
+        if name == "memref.copy":
             copies.append(op.operation)
+        elif name in ("memref.alloc", "memref.alloca") and _is_bool_memref(op.results[0].type):
+            # MLIR's memref lowering asserts (aborting the process) on stores to i1 buffers.
+            raise SpineCompilationError(
+                f"unsupported: a boolean tensor kept in memory (at {describe_location(op.location)}); "
+                "convert it to int8 first")
         return ir.WalkResult.ADVANCE
     module.operation.walk(collect)
     for op in copies:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from mlir import ir
-from mlir.dialects import scf
+from mlir.dialects import linalg, scf
 
 from . import index_math as im
 from . import materialize
@@ -73,6 +73,17 @@ def _yielded(conv, carried: Carried, value: ir.Value, key) -> ir.Value:
     return _as_gather(state).offsets
 
 
+def _into_iter_arg(value: ir.Value, iter_arg: ir.Value) -> ir.Value:
+    """Yield tensors through a copy into the iteration's own argument.
+
+    Bufferization then reuses one buffer for the whole loop instead of returning a fresh allocation each
+    iteration, whose ownership the upstream deallocation lowering can only track through i1 buffers
+    that MLIR's LLVM lowering rejects."""
+    if isinstance(value.type, ir.RankedTensorType) and value != iter_arg:
+        return linalg.copy(value, outs=[iter_arg])
+    return value
+
+
 def _convert_body(conv, block: ir.Block):
     *body, terminator = list(block.operations)
     for inner in body:
@@ -101,8 +112,8 @@ def convert_for(conv, op):
         conv.bind(old, carry.rebuild(new))
     with ir.InsertionPoint(loop.body):
         terminator = _convert_body(conv, old_block)
-        scf.YieldOp([_yielded(conv, c, v, (loop_id, i))
-                     for i, (c, v) in enumerate(zip(carries, terminator.operands))])
+        yielded = [_yielded(conv, c, v, (loop_id, i)) for i, (c, v) in enumerate(zip(carries, terminator.operands))]
+        scf.YieldOp([_into_iter_arg(v, arg) for v, arg in zip(yielded, loop.inner_iter_args)])
     for carry, old, new in zip(carries, op.results, loop.results):
         conv.bind(old, carry.rebuild(new))
 

@@ -73,8 +73,9 @@ class Converter:
         if isinstance(state, (PointerState, GatherPointer)):
             raise self.unsupported_use(value, "a pointer used as a plain value")
         if not isinstance(state, ir.Value):
+            # Not memoised: each use gets its own single-use producer, which the elementwise fusion then
+            # folds into the consumer (a shared producer would be bufferized into a temporary instead).
             state = materialize.concrete(state)
-            self.values[value] = state
         return state
 
     def bind(self, result: ir.Value, state) -> None:

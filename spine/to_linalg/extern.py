@@ -14,7 +14,12 @@ MATH_OPS = {
     "tanhf": "math.tanh", "tanh": "math.tanh", "sinf": "math.sin", "cosf": "math.cos", "tanf": "math.tan",
     "atanf": "math.atan", "atan2f": "math.atan2", "asinf": "math.asin", "acosf": "math.acos",
     "sinhf": "math.sinh", "coshf": "math.cosh", "powf": "math.powf", "pow": "math.powf",
-    "fabsf": "math.absf", "fabs": "math.absf", "floorf": "math.floor", "ceilf": "math.ceil",
+    "fabsf": "math.absf", "fabs": "math.absf", "exp2": "math.exp2", "log2": "math.log2", "log10": "math.log10",
+    "log1p": "math.log1p", "expm1": "math.expm1", "rsqrt": "math.rsqrt", "sin": "math.sin", "cos": "math.cos",
+    "tan": "math.tan", "asin": "math.asin", "acos": "math.acos", "atan": "math.atan", "atan2": "math.atan2",
+    "sinh": "math.sinh", "cosh": "math.cosh", "asinh": "math.asinh", "acosh": "math.acosh",
+    "atanh": "math.atanh", "floor": "math.floor", "ceil": "math.ceil", "trunc": "math.trunc",
+    "round": "math.round", "rint": "math.roundeven", "cbrt": "math.cbrt", "floorf": "math.floor", "ceilf": "math.ceil",
     "truncf": "math.trunc", "roundf": "math.round", "rintf": "math.roundeven", "cbrtf": "math.cbrt",
     "fmaf": "math.fma", "asinhf": "math.asinh", "acoshf": "math.acosh", "atanhf": "math.atanh",
 }

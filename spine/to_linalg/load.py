@@ -20,7 +20,7 @@ from . import index_math as im
 from . import materialize
 from . import states as st
 from .converter import handles
-from .memory import Window, pointer_view, split_operands
+from .memory import Window, mask_bit, mask_bytes, pointer_view, split_operands
 from .types import element_type, shape_of
 
 
@@ -42,7 +42,7 @@ def convert_load(conv, op):
         value = _structured_load(ptr, mask, fill)
     else:
         gather = ptr if isinstance(ptr, st.GatherPointer) else materialize.gather_pointer(ptr)
-        mask_value = conv.concrete(parts["mask"]) if mask is not None else None
+        mask_value = mask_bytes(conv.concrete(parts["mask"])) if mask is not None else None
         value = _gather_load(gather, mask_value, fill, shape)
     if mask is not None and other is not None and not _is_splat(other):
         value = arith.SelectOp(conv.concrete(parts["mask"]), value, conv.concrete(parts["other"])).result
@@ -97,8 +97,7 @@ def _gather_load(ptr: st.GatherPointer, mask, fill: ir.Value, shape) -> ir.Value
         if mask is None:
             load_one()
             return
-        bit = tensor.ExtractOp(mask, ivs).result
-        branch = scf.IfOp(bit)
+        branch = scf.IfOp(mask_bit(mask, ivs))
         with ir.InsertionPoint(branch.then_block):
             load_one()
             scf.YieldOp([])

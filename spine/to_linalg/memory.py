@@ -20,7 +20,9 @@ def segment_sizes(op) -> list[int]:
 def split_operands(op, names: tuple[str, ...]) -> dict:
     """Operands by segment name, None where a segment is empty."""
     out, at = {}, 0
-    for name, size in zip(names, segment_sizes(op)):
+    sizes = segment_sizes(op)
+    sizes += [0] * (len(names) - len(sizes))
+    for name, size in zip(names, sizes):
         out[name] = op.operands[at] if size else None
         at += size
     return out
@@ -42,3 +44,17 @@ class Window:
 
 def pointer_view(ptr: st.PointerState) -> ir.Value:
     return b.strided_view(ptr.base, ptr.element_type, ptr.shape, ptr.offset, ptr.strides)
+
+
+def mask_bytes(mask: ir.Value) -> ir.Value:
+    """A mask tensor widened to i8 for element-by-element loops: the loops read it from memory, and MLIR
+    cannot lower i1 buffers."""
+    from mlir.dialects import arith
+    ty = ir.RankedTensorType.get(list(ir.RankedTensorType(mask.type).shape), ir.IntegerType.get_signless(8))
+    return arith.ExtUIOp(ty, mask).result
+
+
+def mask_bit(mask_bytes_tensor: ir.Value, ivs) -> ir.Value:
+    from mlir.dialects import arith, tensor
+    byte = tensor.ExtractOp(mask_bytes_tensor, ivs).result
+    return arith.CmpIOp(arith.CmpIPredicate.ne, byte, arith.ConstantOp(byte.type, 0).result).result

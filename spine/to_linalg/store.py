@@ -11,7 +11,7 @@ from . import index_math as im
 from . import materialize
 from . import states as st
 from .converter import handles
-from .memory import Window, pointer_view, split_operands
+from .memory import Window, mask_bit, mask_bytes, pointer_view, split_operands
 
 
 @handles("tt.store")
@@ -29,7 +29,7 @@ def convert_store(conv, op):
         _structured_store(ptr, value, mask)
     else:
         gather = ptr if isinstance(ptr, st.GatherPointer) else materialize.gather_pointer(ptr)
-        _scatter_store(gather, value, conv.concrete(parts["mask"]) if mask is not None else None)
+        _scatter_store(gather, value, mask_bytes(conv.concrete(parts["mask"])) if mask is not None else None)
 
 
 def _structured_store(ptr: st.PointerState, value: ir.Value, mask) -> None:
@@ -50,7 +50,7 @@ def _scatter_store(ptr: st.GatherPointer, value: ir.Value, mask) -> None:
         if mask is None:
             store_one()
             return
-        branch = scf.IfOp(tensor.ExtractOp(mask, ivs).result)
+        branch = scf.IfOp(mask_bit(mask, ivs))
         with ir.InsertionPoint(branch.then_block):
             store_one()
             scf.YieldOp([])

@@ -1,0 +1,31 @@
+"""Every numeric test runs on both targets: riscv64 (under QEMU on x86 hosts) and the host."""
+import os
+
+import pytest
+import torch
+import triton
+
+from spine.driver import CPUDriver
+
+TARGETS = ("riscv64", "host")
+
+
+@pytest.fixture(params=TARGETS)
+def target(request, monkeypatch):
+    monkeypatch.setenv("SPINE_TARGET", request.param)
+    triton.runtime.driver.set_active(CPUDriver(target=request.param))
+    yield request.param
+    triton.runtime.driver.reset_active()
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """A private triton cache directory, so compile counts are observable."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    os.makedirs(tmp_path / "cache", exist_ok=True)
+    return tmp_path / "cache"
