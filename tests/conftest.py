@@ -14,8 +14,7 @@ TARGETS = ("riscv64", "host")
 def target(request, monkeypatch):
     monkeypatch.setenv("SPINE_TARGET", request.param)
     triton.runtime.driver.set_active(CPUDriver(target=request.param))
-    yield request.param
-    triton.runtime.driver.reset_active()
+    return request.param
 
 
 @pytest.fixture(autouse=True)

@@ -5,8 +5,7 @@ import struct
 from dataclasses import dataclass
 from typing import Callable
 
-SUPPORTED_POINTEE = {"fp16", "bf16", "fp32", "fp64", "i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
-                     "fp8e5", "fp8e4nv", "fp8e4b15"}
+SUPPORTED_POINTEE = {"fp16", "bf16", "fp32", "fp64", "i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"}
 _INT_BITS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "u1": 1, "u8": 8, "u16": 16, "u32": 32, "u64": 64}
 
 
@@ -64,6 +63,6 @@ def check_tensor(param: Param, value, kernel: str) -> None:
     if device != "cpu":
         raise TypeError(f"argument '{param.name}' of kernel '{kernel}' is on device '{value.device}'; "
                         f"Spine runs kernels on CPU tensors: move it with .cpu()")
-    if param.ty[1:] not in SUPPORTED_POINTEE:
+    if param.ty.lstrip("*k") not in SUPPORTED_POINTEE:
         raise ValueError(f"argument '{param.name}' of kernel '{kernel}' has dtype {value.dtype}, which Spine "
                          f"does not support; expected one of float16/bfloat16/float32/float64/int8-64/uint8/bool")

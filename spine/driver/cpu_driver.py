@@ -14,6 +14,11 @@ from ..targets import Target, target_from_name
 from .launcher import CPULauncher
 
 
+# (target, environment switches) → the device index triton keys its in-memory kernel cache by. Process-wide,
+# because triton's JIT functions keep their caches across driver instances.
+_DEVICE_INDEX: dict = {}
+
+
 @functools.lru_cache(maxsize=None)
 def _executor_for(target: Target):
     if target.is_native:
@@ -55,7 +60,6 @@ class CPUDriver(DriverBase):
         self._target_name = target
         self.utils = CPUUtils(self)
         self.launcher_cls = CPULauncher
-        self._configs: dict[tuple, int] = {}
 
     @property
     def target(self) -> Target:
@@ -63,7 +67,12 @@ class CPUDriver(DriverBase):
 
     @staticmethod
     def is_active():
-        return False
+        # Default driver only where no GPU driver can be: triton refuses two active drivers.
+        try:
+            import torch
+            return not torch.cuda.is_available()
+        except ImportError:
+            return True
 
     def get_current_target(self):
         return GPUTarget("cpu", self.target.name, 1)
@@ -73,10 +82,10 @@ class CPUDriver(DriverBase):
         # environment) is its own "device", so flipping SPINE_TARGET or a dump/profiling switch mid-process
         # compiles anew instead of reusing a kernel built under other settings.
         key = (self.target, tuple(sorted(environment_switches().items())))
-        return self._configs.setdefault(key, len(self._configs))
+        return _DEVICE_INDEX.setdefault(key, len(_DEVICE_INDEX))
 
     def target_for_device(self, device) -> Target:
-        for (target, _), index in self._configs.items():
+        for (target, _), index in _DEVICE_INDEX.items():
             if index == device:
                 return target
         return self.target

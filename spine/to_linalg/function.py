@@ -19,15 +19,30 @@ from .states import PointerState
 from .types import is_pointer, memref_of, pointee_type
 
 NUM_GRID_ARGS = 6
+SUPPORTED_ELEMENT_TYPES = {"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64"}
+
+
+def _argument_name(arg: ir.Value, index: int) -> str:
+    # triton names block arguments through their location: loc("x_ptr"(...)).
+    text = str(arg.location)
+    if text.startswith('loc("'):
+        return text[5:text.index('"', 5)]
+    return f"#{index}"
 
 
 def kernel_signature(tt_func) -> tuple[list[ir.Type], list[str]]:
     """Converted argument types and the kinds ("ptr" or the scalar type) of the runtime arguments."""
     fn_type = ir.FunctionType(ir.TypeAttr(tt_func.attributes["function_type"]).value)
     types, kinds = [], []
-    for ty in fn_type.inputs:
+    names = [_argument_name(a, i) for i, a in enumerate(tt_func.regions[0].blocks[0].arguments)]
+    for ty, name in zip(fn_type.inputs, names):
         if is_pointer(ty):
-            types.append(memref_of(pointee_type(ty)))
+            pointee = pointee_type(ty)
+            if str(pointee) not in SUPPORTED_ELEMENT_TYPES:
+                raise ValueError(f"argument '{name}' of kernel '{ir.StringAttr(tt_func.attributes['sym_name']).value}'"
+                                 f" points to {pointee}, which Spine does not support; expected a tensor of "
+                                 f"float16, bfloat16, float32, float64, int8-int64, uint8 or bool")
+            types.append(memref_of(pointee))
             kinds.append("ptr")
         else:
             types.append(ty)

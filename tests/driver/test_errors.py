@@ -1,0 +1,103 @@
+"""Bad input gets a clear error: never a crash, a hang or a wrong result."""
+import glob
+import platform
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from spine.errors import KernelFault, SpineCompilationError
+from tests.kernels import add_kernel
+
+
+class FakeCudaTensor:
+    """Enough of a CUDA tensor for triton's binder to pass it on (no CUDA build of torch here)."""
+
+    def __init__(self, t):
+        self._t = t
+        self.dtype = t.dtype
+        self.device = torch.device("cuda", 0)
+
+    def data_ptr(self):
+        return self._t.data_ptr()
+
+
+def test_cuda_tensor_is_rejected(target):
+    x = torch.rand(10)
+    with pytest.raises(TypeError, match="x_ptr.*cuda.*CPU tensors"):
+        add_kernel[(1,)](FakeCudaTensor(x), x, x, 10, BLOCK=16)
+
+
+def test_meta_tensor_is_rejected(target):
+    x = torch.rand(10)
+    with pytest.raises(TypeError, match="out_ptr.*meta"):
+        add_kernel[(1,)](x, x, torch.empty(10, device="meta"), 10, BLOCK=16)
+
+
+def test_unsupported_dtype_is_rejected(target):
+    x = torch.rand(10)
+    bad = torch.zeros(10, dtype=torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="y_ptr.*f8E4M3FN.*expected"):
+        add_kernel[(1,)](x, bad, x, 10, BLOCK=16)
+
+
+def test_non_tensor_for_a_pointer_is_rejected(target):
+    x = torch.rand(10)
+    with pytest.raises(TypeError):
+        add_kernel[(1,)]([0.0] * 10, x, x, 10, BLOCK=16)
+
+
+@triton.jit
+def atomic_kernel(x_ptr, out_ptr):
+    v = tl.load(x_ptr)
+    tl.atomic_add(out_ptr, v)
+
+
+def test_unsupported_op_names_op_and_source_line(target):
+    x = torch.rand(1)
+    with pytest.raises(Exception) as info:
+        atomic_kernel[(1,)](x, x)
+    message = str(info.value)
+    assert "tt.atomic_rmw" in message
+    line = atomic_kernel.fn.__code__.co_firstlineno + 3
+    assert f"test_errors.py:{line}" in message
+
+
+@triton.jit
+def wild_load_kernel(x_ptr, out_ptr, far):
+    tl.store(out_ptr, tl.load(x_ptr + far))
+
+
+@pytest.mark.skipif(platform.machine() == "riscv64", reason="a fault under QEMU needs a non-riscv host")
+def test_fault_under_qemu_raises_and_next_launch_works():
+    from spine.driver import CPUDriver
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    x = torch.rand(4)
+    out = torch.empty(1)
+    with pytest.raises(KernelFault, match="wild_load_kernel"):
+        wild_load_kernel[(1,)](x, out, 1 << 44)
+    wild_load_kernel[(1,)](x, out, 2)
+    assert out.item() == x[2].item()
+    y = torch.rand(10)
+    res = torch.empty(10)
+    add_kernel[(1,)](y, y, res, 10, BLOCK=16)
+    torch.testing.assert_close(res, 2 * y)
+
+
+@pytest.mark.skipif(platform.machine() == "riscv64", reason="the arena exists only under QEMU")
+def test_arena_file_is_unlinked_once_mapped():
+    from spine.driver import CPUDriver
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    before = set(glob.glob("/dev/shm/spine-arena-*"))
+    x = torch.rand(10)
+    out = torch.empty(10)
+    add_kernel[(1,)](x, x, out, 10, BLOCK=16)
+    with pytest.raises(KernelFault):
+        wild_load_kernel[(1,)](x, out, 1 << 44)
+    add_kernel[(1,)](x, x, out, 10, BLOCK=16)
+    assert set(glob.glob("/dev/shm/spine-arena-*")) - before == set()
+
+
+def test_compilation_error_type():
+    assert issubclass(SpineCompilationError, RuntimeError)

@@ -1,0 +1,56 @@
+"""Spine plugs into the unmodified triton wheel, under Spine's and spine-triton's names."""
+import importlib
+import platform
+
+import torch
+import triton
+
+from tests.kernels import add_kernel
+
+
+def test_backend_is_discovered_through_the_entry_point():
+    from triton.backends import backends
+    assert "spine_triton" in backends
+    assert backends["spine_triton"].driver.__name__ == "CPUDriver"
+
+
+def test_spine_triton_spellings_resolve():
+    from triton.backends.spine_triton.driver import CPUDriver as Aliased
+    from spine.driver import CPUDriver
+    assert Aliased is CPUDriver
+    smt = importlib.import_module("triton.language.extra.smt")
+    assert smt is importlib.import_module("spine.language.smt")
+    from triton.language.extra.cpu import libdevice
+    assert hasattr(libdevice, "erf")
+
+
+def test_set_active_and_run():
+    from triton.backends.spine_triton.driver import CPUDriver
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    x = torch.rand(10)
+    out = torch.empty(10)
+    add_kernel[(1,)](x, x, out, 10, BLOCK=16)
+    torch.testing.assert_close(out, 2 * x)
+
+
+def test_each_target_runs_where_it_should(target):
+    x = torch.rand(10)
+    out = torch.empty(10)
+    compiled = add_kernel[(1,)](x, x, out, 10, BLOCK=16)
+    compiled._init_handles()
+    executor = type(compiled.function.executor).__name__
+    assert compiled.metadata.arch == target
+    if target == "riscv64" and platform.machine() != "riscv64":
+        assert executor == "QemuExecutor"
+        assert compiled.asm["so"][18] == 243  # ELF e_machine EM_RISCV
+    else:
+        assert executor == "NativeExecutor"
+
+
+def test_do_bench_works_on_cpu():
+    from spine.driver import CPUDriver
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    x = torch.rand(1000)
+    out = torch.empty(1000)
+    ms = triton.testing.do_bench(lambda: add_kernel[(1,)](x, x, out, 1000, BLOCK=1024), warmup=5, rep=20)
+    assert ms > 0

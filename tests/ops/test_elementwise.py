@@ -1,0 +1,65 @@
+import pytest
+import torch
+
+from tests.kernels import cast_kernel, elementwise_math_kernel, gather_kernel, int_arith_kernel, scalar_kernel
+
+REFERENCES = {
+    "exp": lambda x, s: x.exp(),
+    "log": lambda x, s: (x.abs() + 1).log(),
+    "sqrt": lambda x, s: x.abs().sqrt(),
+    "abs": lambda x, s: x.abs(),
+    "max": lambda x, s: x.clamp(min=s),
+    "min": lambda x, s: x.clamp(max=s),
+    "where": lambda x, s: torch.where(x > s, x, -x),
+    "erf": lambda x, s: torch.erf(x),
+    "scale": lambda x, s: x * s,
+}
+
+
+@pytest.mark.parametrize("op", sorted(REFERENCES))
+def test_math(target, op):
+    x = torch.randn(300)
+    out = torch.empty(300)
+    elementwise_math_kernel[(3,)](x, out, 300, 0.5, BLOCK=128, OP=op)
+    torch.testing.assert_close(out, REFERENCES[op](x, 0.5), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_integer_arith_with_scalar_argument(target, dtype):
+    a = torch.randint(-1000, 1000, (300,), dtype=dtype)
+    b = torch.randint(1, 1000, (300,), dtype=dtype)
+    out = torch.empty_like(a)
+    int_arith_kernel[(3,)](a, b, out, 300, 7, BLOCK=128)
+    torch.testing.assert_close(out, torch.maximum(a * 7 + b, a - b))
+
+
+def test_scalar_argument_specialised_to_one(target):
+    # triton compiles integer arguments equal to 1 as constants: the launcher must drop them.
+    a = torch.randint(-1000, 1000, (300,), dtype=torch.int32)
+    b = torch.randint(1, 1000, (300,), dtype=torch.int32)
+    out = torch.empty_like(a)
+    int_arith_kernel[(3,)](a, b, out, 300, 1, BLOCK=128)
+    torch.testing.assert_close(out, torch.maximum(a + b, a - b))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_casts(target, dtype):
+    x = torch.randn(300).to(dtype)
+    out = torch.empty(300, dtype=dtype)
+    cast_kernel[(3,)](x, out, 300, BLOCK=128)
+    torch.testing.assert_close(out, (x.float() * 2).to(dtype))
+
+
+def test_gather_through_loaded_indices(target):
+    x = torch.randn(300)
+    idx = torch.randint(0, 300, (300,), dtype=torch.int32)
+    out = torch.empty(300)
+    gather_kernel[(3,)](x, idx, out, 300, BLOCK=128)
+    torch.testing.assert_close(out, x[idx.long()])
+
+
+def test_scalar_loads_and_float_argument(target):
+    x = torch.randn(5)
+    out = torch.empty(5)
+    scalar_kernel[(5,)](x, out, 2.5)
+    torch.testing.assert_close(out, x + 2.5)

@@ -1,0 +1,55 @@
+import torch
+import triton
+import triton.language as tl
+
+from tests.kernels import row_sum_pointer_loop_kernel
+
+
+def test_pointer_advanced_in_loop(target):
+    x = torch.randn(7, 77)
+    out = torch.empty(7)
+    row_sum_pointer_loop_kernel[(7,)](x, out, 77, x.stride(0), BLOCK=16)
+    torch.testing.assert_close(out, x.sum(1), rtol=1e-5, atol=1e-5)
+
+
+@triton.jit
+def running_scale_kernel(x_ptr, out_ptr, n, steps, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    scale = 1.0
+    for i in range(steps):
+        acc = acc * 0.5 + x * scale
+        scale = scale + 1.0
+    tl.store(out_ptr + offs, acc, mask=mask)
+
+
+def test_loop_carried_tensor_and_scalar(target):
+    x = torch.randn(100)
+    out = torch.empty(100)
+    running_scale_kernel[(2,)](x, out, 100, 5, BLOCK=64)
+    acc = torch.zeros(100)
+    for i in range(5):
+        acc = acc * 0.5 + x * (1.0 + i)
+    torch.testing.assert_close(out, acc)
+
+
+@triton.jit
+def strides_change_in_loop_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    # The pointer's stride doubles every iteration: structure cannot be carried, a gather must be.
+    offs = tl.arange(0, BLOCK)
+    ptrs = x_ptr + offs
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for i in range(3):
+        acc += tl.load(ptrs)
+        ptrs = ptrs + offs
+    tl.store(out_ptr + offs, acc)
+
+
+def test_loop_carried_pointer_with_changing_strides(target):
+    x = torch.randn(64)
+    out = torch.empty(16)
+    strides_change_in_loop_kernel[(1,)](x, out, BLOCK=16)
+    i = torch.arange(16)
+    torch.testing.assert_close(out, x[i] + x[2 * i] + x[3 * i])
