@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs everything Spine needs: Debian packages (QEMU, riscv64 glibc) and a virtual environment with the
+# pinned Python dependencies and Spine itself (editable). Idempotent: a stamp keyed on pyproject.toml
+# skips the pip step when nothing changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./cross/install-debian-packages.sh
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+stamp=".venv/.spine-installed-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[test]"
+  rm -f .venv/.spine-installed-*
+  touch "$stamp"
+fi
