@@ -18,8 +18,9 @@ BUFFERIZE = ",".join([
     "one-shot-bufferize{allow-return-allocs-from-loops=true}",
     "canonicalize", "cse",
     "func.func(buffer-loop-hoisting)",
-    "buffer-deallocation-pipeline",
 ])
+DEALLOCATE = "buffer-deallocation-pipeline"
+STACK_TILE_BYTES = 64 * 1024
 TO_LLVM = ",".join([
     "convert-linalg-to-loops",
     "math-extend-to-supported-types",
@@ -77,6 +78,8 @@ def lower(linalg_text: str) -> str:
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(linalg_text)
         _run(module, BUFFERIZE)
+        _small_tiles_on_stack(module)
+        _run(module, DEALLOCATE)
         _copies_to_linalg(module)
         _run(module, TO_LLVM)
         return to_llvm_ir(module)
@@ -92,6 +95,33 @@ def _run(module, pipeline: str) -> None:
             lines.append(f"{describe_location(diag.location)}: {diag.message}")
             lines += [f"  note: {note.message}" for note in diag.notes]
         raise SpineCompilationError("MLIR lowering failed:\n" + "\n".join(lines)) from None
+
+
+def _small_tiles_on_stack(module) -> None:
+    """Static allocations of at most STACK_TILE_BYTES in a function's top-level block become allocas: no
+    malloc per program instance. Upstream's promote-buffers-to-stack would also promote allocations inside
+    loops, where every iteration would grow the stack; hoisting already moved the hoistable ones out."""
+    from mlir import ir
+    from mlir.dialects import memref
+    promote = []
+
+    def collect(op):
+        if op.operation.name == "memref.alloc" and op.operation.parent.name == "func.func":
+            ty = ir.MemRefType(op.results[0].type)
+            width = getattr(ty.element_type, "width", 64)
+            count = 1
+            for n in (ty.shape if ty.has_static_shape else [1 << 62]):
+                count *= n
+            if count * width <= STACK_TILE_BYTES * 8:
+                promote.append(op.operation)
+        return ir.WalkResult.ADVANCE
+    module.operation.walk(collect)
+    for op in promote:
+        with ir.InsertionPoint(op), op.location:
+            alloca = memref.AllocaOp(op.results[0].type, [], [], alignment=op.attributes["alignment"]
+                                     if "alignment" in op.attributes else None)
+        op.results[0].replace_all_uses_with(alloca.result)
+        op.erase()
 
 
 def _is_bool_memref(ty) -> bool:
