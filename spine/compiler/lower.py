@@ -25,6 +25,9 @@ TO_LLVM = ",".join([
     "convert-linalg-to-loops",
     "math-extend-to-supported-types",
     "convert-math-to-llvm", "convert-math-to-libm",
+    # bf16 arithmetic in f32, and bf16 conversions as integer ops: LLVM would otherwise call compiler-rt
+    # (__truncsfbf2), which kernels are not linked against.
+    "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}", "arith-expand{include-bf16=true}",
     "expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
     "finalize-memref-to-llvm", "convert-to-llvm", "reconcile-unrealized-casts",
     "canonicalize",

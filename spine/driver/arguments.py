@@ -5,7 +5,7 @@ import struct
 from dataclasses import dataclass
 from typing import Callable
 
-SUPPORTED_POINTEE = {"fp16", "bf16", "fp32", "fp64", "i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"}
+SUPPORTED_POINTEE = {"fp16", "bf16", "fp32", "fp64", "i1", "u1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"}
 _INT_BITS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "u1": 1, "u8": 8, "u16": 16, "u32": 32, "u64": 64}
 
 

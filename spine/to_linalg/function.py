@@ -19,7 +19,7 @@ from .states import PointerState
 from .types import is_pointer, memref_of, pointee_type
 
 NUM_GRID_ARGS = 6
-SUPPORTED_ELEMENT_TYPES = {"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64"}
+SUPPORTED_ELEMENT_TYPES = {"f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64"}  # i1 arrives as i8
 
 
 def _argument_name(arg: ir.Value, index: int) -> str:

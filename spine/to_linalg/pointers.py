@@ -43,3 +43,25 @@ def convert_addptr(conv, op):
     gather = _as_gather(ptr)
     offsets = arith.AddIOp(gather.offsets, _offsets_i64(conv.concrete(op.operands[1]))).result
     conv.bind(result, replace(gather, offsets=offsets))
+
+
+@handles("tt.bitcast")
+def convert_bitcast(conv, op):
+    """Value bitcasts are arith.bitcast; pointer bitcasts between same-width pointees keep the state."""
+    from .types import is_pointer, pointee_type
+    source = conv.state(op.operands[0])
+    result = op.results[0]
+    if not is_pointer(result.type):
+        conv.bind(result, arith.BitcastOp(result.type, conv.concrete(op.operands[0])).result)
+        return
+    new_elem = pointee_type(result.type)
+    if not isinstance(source, (st.PointerState, st.GatherPointer)) or \
+            _bit_width(source.element_type) != _bit_width(new_elem):
+        raise conv.unsupported(op, "a pointer cast between element types of different widths")
+    if source.element_type != new_elem:
+        raise conv.unsupported(op, f"a pointer cast from {source.element_type} to {new_elem}")
+    conv.bind(result, source)
+
+
+def _bit_width(ty: ir.Type) -> int:
+    return getattr(ty, "width", 0)

@@ -12,7 +12,10 @@ def is_pointer(ty: ir.Type) -> bool:
 
 
 def pointee_type(ty: ir.Type) -> ir.Type:
-    """T of `!tt.ptr<T>` (or of a tensor of pointers); the address space, if any, is dropped."""
+    """T of `!tt.ptr<T>` (or of a tensor of pointers); the address space, if any, is dropped.
+
+    Booleans live in memory as bytes (torch.bool, and triton loads them through i8), so `ptr<i1>`
+    points to i8."""
     if isinstance(ty, ir.RankedTensorType):
         ty = ty.element_type
     inner = ty.data[len("ptr<"):-1]
@@ -26,6 +29,8 @@ def pointee_type(ty: ir.Type) -> ir.Type:
     text = inner[:cut].strip()
     if text.startswith("ptr<"):
         raise NotImplementedError("pointers to pointers")
+    if text == "i1":
+        text = "i8"
     return ir.Type.parse(text)
 
 

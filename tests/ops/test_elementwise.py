@@ -1,5 +1,7 @@
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from tests.kernels import cast_kernel, elementwise_math_kernel, gather_kernel, int_arith_kernel, scalar_kernel
 
@@ -63,3 +65,42 @@ def test_scalar_loads_and_float_argument(target):
     out = torch.empty(5)
     scalar_kernel[(5,)](x, out, 2.5)
     torch.testing.assert_close(out, x + 2.5)
+
+
+@triton.jit
+def add_scalar_kernel(x_ptr, out_ptr, n, k, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + k, mask=mask)
+
+
+def test_int64_scalar_beyond_int32(target):
+    x = torch.randint(-5, 5, (100,), dtype=torch.int64)
+    out = torch.empty_like(x)
+    add_scalar_kernel[(1,)](x, out, 100, 3 << 40, BLOCK=128)
+    torch.testing.assert_close(out, x + (3 << 40))
+
+
+def test_bfloat16(target):
+    x = torch.randn(100).to(torch.bfloat16)
+    out = torch.empty_like(x)
+    add_scalar_kernel[(1,)](x, out, 100, 1.5, BLOCK=128)
+    torch.testing.assert_close(out, (x.float() + 1.5).to(torch.bfloat16))
+
+
+@triton.jit
+def select_by_flag_kernel(flag_ptr, a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    flag = tl.load(flag_ptr + offs, mask=mask, other=0)
+    a = tl.load(a_ptr + offs, mask=mask)
+    b = tl.load(b_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.where(flag, a, b), mask=mask)
+
+
+def test_bool_tensor_argument(target):
+    flag = torch.rand(150) > 0.5
+    a, b = torch.randn(150), torch.randn(150)
+    out = torch.empty(150)
+    select_by_flag_kernel[(2,)](flag, a, b, out, 150, BLOCK=128)
+    torch.testing.assert_close(out, torch.where(flag, a, b))
