@@ -45,6 +45,14 @@ class CPUOptions:
         return hashlib.sha256(key.encode()).hexdigest()
 
 
+SWITCH_VARIABLES = ("SPINE_TRITON_DUMP_PATH", "PROTON_KERNEL_CAPTURE")
+
+
+def environment_switch_values() -> tuple:
+    """The raw values of the switches below, cheap enough to read on every launch."""
+    return tuple(os.environ.get(name) for name in SWITCH_VARIABLES)
+
+
 def environment_switches() -> dict:
     """Environment variables that change what a compile produces (and so belong in the cache key)."""
     return {

@@ -10,6 +10,7 @@ import os
 
 from ..errors import SpineCompilationError
 from ..to_linalg.converter import describe_location
+from .math_expansion import expand_math
 
 BUFFERIZE = ",".join([
     # No cse before fusion: it would merge the per-use copies of materialised masks and index tensors
@@ -21,9 +22,12 @@ BUFFERIZE = ",".join([
 ])
 DEALLOCATE = "buffer-deallocation-pipeline"
 STACK_TILE_BYTES = 64 * 1024
-TO_LLVM = ",".join([
+TO_LOOPS = ",".join([
     "convert-linalg-to-loops",
     "math-extend-to-supported-types",
+    "math-expand-ops",
+])
+TO_LLVM = ",".join([
     "convert-math-to-llvm", "convert-math-to-libm",
     # bf16 arithmetic in f32, and bf16 conversions as integer ops: LLVM would otherwise call compiler-rt
     # (__truncsfbf2), which kernels are not linked against.
@@ -84,6 +88,8 @@ def lower(linalg_text: str) -> str:
         _small_tiles_on_stack(module)
         _run(module, DEALLOCATE)
         _copies_to_linalg(module)
+        _run(module, TO_LOOPS)
+        expand_math(module)
         _run(module, TO_LLVM)
         return to_llvm_ir(module)
 

@@ -20,6 +20,10 @@ class Param:
     def is_pointer(self) -> bool:
         return self.ty.startswith("*")
 
+    @property
+    def pointee(self) -> str:
+        return self.ty.lstrip("*k")
+
 
 def _float_encoder(fmt: str) -> Callable[[object], int]:
     def encode(value):
@@ -56,13 +60,14 @@ def scalar_encoder(param: Param, kernel: str) -> Callable[[object], int]:
 
 def check_tensor(param: Param, value, kernel: str) -> None:
     """Pointer arguments must be CPU tensors of a dtype Spine supports."""
-    if not hasattr(value, "data_ptr") or not hasattr(value, "device"):
+    try:
+        device = value.device.type
+    except AttributeError:
         raise TypeError(f"argument '{param.name}' of kernel '{kernel}' expects a CPU torch tensor "
-                        f"(pointer {param.ty}), got {type(value).__name__}")
-    device = getattr(value.device, "type", str(value.device))
+                        f"(pointer {param.ty}), got {type(value).__name__}") from None
     if device != "cpu":
         raise TypeError(f"argument '{param.name}' of kernel '{kernel}' is on device '{value.device}'; "
                         f"Spine runs kernels on CPU tensors: move it with .cpu()")
-    if param.ty.lstrip("*k") not in SUPPORTED_POINTEE:
+    if param.pointee not in SUPPORTED_POINTEE:
         raise ValueError(f"argument '{param.name}' of kernel '{kernel}' has dtype {value.dtype}, which Spine "
                          f"does not support; expected one of float16/bfloat16/float32/float64/int8-64/uint8/bool")

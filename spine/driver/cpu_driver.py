@@ -9,7 +9,7 @@ from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
 from ..cache import atomic_write_bytes, cache_dir
-from ..options import environment_switches
+from ..options import environment_switch_values
 from ..targets import Target, target_from_name
 from .launcher import CPULauncher
 
@@ -17,6 +17,7 @@ from .launcher import CPULauncher
 # (target, environment switches) → the device index triton keys its in-memory kernel cache by. Process-wide,
 # because triton's JIT functions keep their caches across driver instances.
 _DEVICE_INDEX: dict = {}
+_DEVICE_TARGET: dict = {}
 
 
 @functools.lru_cache(maxsize=None)
@@ -81,14 +82,16 @@ class CPUDriver(DriverBase):
         # triton keeps its in-memory kernel cache per device. Each distinct (target, compile-affecting
         # environment) is its own "device", so flipping SPINE_TARGET or a dump/profiling switch mid-process
         # compiles anew instead of reusing a kernel built under other settings.
-        key = (self.target, tuple(sorted(environment_switches().items())))
-        return _DEVICE_INDEX.setdefault(key, len(_DEVICE_INDEX))
+        key = (self._target_name or os.environ.get("SPINE_TARGET", ""), os.environ.get("SPINE_RISCV_FEATURES"),
+               *environment_switch_values())
+        index = _DEVICE_INDEX.get(key)
+        if index is None:
+            index = _DEVICE_INDEX[key] = len(_DEVICE_INDEX)
+            _DEVICE_TARGET[index] = self.target
+        return index
 
     def target_for_device(self, device) -> Target:
-        for (target, _), index in _DEVICE_INDEX.items():
-            if index == device:
-                return target
-        return self.target
+        return _DEVICE_TARGET.get(device) or self.target
 
     def set_current_device(self, device):
         pass

@@ -10,14 +10,17 @@ import os
 from dataclasses import dataclass, field
 
 
+_CORES = os.cpu_count() or 1
+
+
 def default_num_threads() -> int:
-    value = os.environ.get("SPINE_NUM_THREADS", "")
+    value = os.environ.get("SPINE_NUM_THREADS")
     if value:
         n = int(value)
         if n <= 0:
             raise ValueError(f"SPINE_NUM_THREADS must be positive, got {value}")
         return n
-    return os.cpu_count() or 1
+    return _CORES
 
 
 @dataclass
@@ -45,11 +48,10 @@ class NativeExecutor:
 
     def run(self, kernel: LoadedKernel, grid, params, values, written) -> None:
         n = len(values)
-        slots = (ctypes.c_uint64 * max(n, 1))()
-        for i, (param, value) in enumerate(zip(params, values)):
-            slots[i] = value.data_ptr() if param.is_pointer else value
+        slots = (ctypes.c_uint64 * max(n, 1))(
+            *[value.data_ptr() if param.is_pointer else value for param, value in zip(params, values)])
         base = ctypes.addressof(slots)
-        args = (ctypes.c_void_p * max(n, 1))(*(base + 8 * i for i in range(n)))
+        args = (ctypes.c_void_p * max(n, 1))(*range(base, base + 8 * n, 8))
         rc = self.runtime.spine_host_run_grid(kernel.state["entry"], args, grid[0], grid[1], grid[2],
                                               default_num_threads())
         if rc:

@@ -54,6 +54,7 @@ def convert_reduce(conv, op):
             for inner in body:
                 conv.convert_op(inner)
             linalg.YieldOp([conv.concrete(v) for v in terminator.operands])
+        _allow_reassociation(block)
         results = list(reduce_op.results)
     for old, new in zip(op.results, results):
         if not shape_of(old.type):
@@ -61,3 +62,12 @@ def convert_reduce(conv, op):
         conv.bind(old, new)
 
 
+
+
+def _allow_reassociation(block: ir.Block) -> None:
+    """Triton fixes no order for reductions (GPUs reduce in trees); saying so lets LLVM vectorise float
+    reductions instead of summing one element after the other."""
+    reassoc = ir.Attribute.parse("#arith.fastmath<reassoc>")
+    for op in block.operations:
+        if "fastmath" in op.attributes:
+            op.attributes["fastmath"] = reassoc
