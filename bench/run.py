@@ -19,6 +19,7 @@ import torch
 import triton
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from spine.driver import CPUDriver  # noqa: E402
 from tests.kernels import add_kernel, softmax_kernel, transpose_kernel  # noqa: E402
@@ -36,10 +37,15 @@ def timed(fn, repeat: int) -> float:
 
 
 def compile_times(target: str) -> tuple[float, float]:
-    """(cold, warm) seconds for the vector add: cold compiles every stage, warm loads from the disk cache."""
+    """(cold, warm) seconds for the vector add: cold compiles every stage, warm loads from the disk cache.
+
+    A different kernel is compiled first, so that one-time costs (imports, LLVM initialisation, building
+    the C runtime on first use) are not counted."""
     triton.runtime.driver.set_active(CPUDriver(target=target))
     x = torch.rand(1024)
     out = torch.empty(1024)
+    warm_up = torch.empty(1024 * 8)
+    transpose_kernel[(1, 1)](warm_up, warm_up, 32, 32, 32, 1, 32, 1, BM=32, BN=32)
     start = time.perf_counter()
     triton.jit(add_kernel.fn)[(1,)](x, x, out, 1024, BLOCK=1024)
     cold = time.perf_counter() - start
@@ -70,6 +76,17 @@ def cases(target: str, quick: bool):
            lambda: u.copy_(t.t()))
 
 
+def instruction_counts():
+    """Deterministic guest instruction counts per kernel (riscv64, under QEMU)."""
+    from icount import count_instructions
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    for name, _, spine_fn, _ in cases("riscv64", quick=True):
+        count = count_instructions(spine_fn)
+        again = count_instructions(spine_fn)
+        assert count == again, (name, count, again)
+        yield name, count
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="small sizes everywhere")
@@ -97,6 +114,12 @@ def main():
             t_torch = timed(torch_fn, repeat)
             print(f"| {target} | {name} | {t_spine * 1e3:.3f} ms | {t_torch * 1e3:.3f} ms | "
                   f"{t_spine / t_torch:.2f} | {nbytes / t_spine / 1e9:.2f} |")
+    if platform.machine() != "riscv64":
+        print()
+        print("| riscv64 kernel (QEMU, VLEN 256) | guest instructions in the kernel, one launch |")
+        print("|---|---|")
+        for name, count in instruction_counts():
+            print(f"| {name} | {count:,} |")
 
 
 if __name__ == "__main__":

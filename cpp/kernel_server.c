@@ -8,12 +8,15 @@
  * Protocol on stdin/stdout, little-endian:
  *   request  = u32 command, u32 payload length, payload
  *   response = i32 status,  u32 payload length, payload   (status 0: success)
- *   LOAD payload: path of a .so (host and guest share the filesystem); response payload: u32 handle
+ *   LOAD payload: path of a .so (host and guest share the filesystem); response payload: u32 handle,
+ *                 u64 start and end of the kernel's executable code (for instruction tracing)
  *   RUN  payload: u32 handle, i32 gx, gy, gz, i32 threads, u32 nargs, u8 kind[nargs] (1: arena offset),
  *                 padding to 8 bytes, u64 value[nargs]
  * A kernel that faults kills this process; the host sees the pipe close and starts a new server. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -66,6 +69,25 @@ static void reply_error(const char *what, const char *detail) {
     reply(1, msg, (uint32_t)(n < (int)sizeof msg ? n : (int)sizeof msg - 1));
 }
 
+struct text_range {
+    uintptr_t base;
+    uint64_t lo, hi;
+};
+
+static int find_text(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    struct text_range *range = data;
+    if (info->dlpi_addr != range->base) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
+        uint64_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (!range->lo || lo < range->lo) range->lo = lo;
+        if (hi > range->hi) range->hi = hi;
+    }
+    return 1;
+}
+
 static void handle_load(char *payload, uint32_t len) {
     payload[len] = 0;
     const char *symbol = "spine_entry";
@@ -76,7 +98,18 @@ static void handle_load(char *payload, uint32_t len) {
     if (num_kernels == MAX_KERNELS) return reply_error("too many kernels loaded", NULL);
     kernels[num_kernels] = (spine_entry_fn)fn;
     uint32_t handle = num_kernels++;
-    reply(0, &handle, 4);
+    /* The kernel's executable range lets the host attribute traced guest instructions to it. */
+    struct text_range range = {0, 0, 0};
+    Dl_info info;
+    if (dladdr(fn, &info)) {
+        range.base = (uintptr_t)info.dli_fbase;
+        dl_iterate_phdr(find_text, &range);
+    }
+    uint8_t out[20];
+    memcpy(out, &handle, 4);
+    memcpy(out + 4, &range.lo, 8);
+    memcpy(out + 12, &range.hi, 8);
+    reply(0, out, sizeof out);
 }
 
 static void handle_run(uint8_t *payload, uint32_t len) {

@@ -27,11 +27,12 @@ TO_LOOPS = ",".join([
     "math-extend-to-supported-types",
     "math-expand-ops",
 ])
+# bf16 arithmetic in f32, and bf16 conversions as integer ops: LLVM would otherwise call compiler-rt
+# (__truncsfbf2), which kernels are not linked against. Only for kernels with bf16: arith-expand also
+# rewrites max/min into compares, which blocks vectorised reductions.
+BF16_TO_INTEGER_OPS = "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},arith-expand{include-bf16=true}"
 TO_LLVM = ",".join([
     "convert-math-to-llvm", "convert-math-to-libm",
-    # bf16 arithmetic in f32, and bf16 conversions as integer ops: LLVM would otherwise call compiler-rt
-    # (__truncsfbf2), which kernels are not linked against.
-    "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}", "arith-expand{include-bf16=true}",
     "expand-strided-metadata", "lower-affine", "convert-scf-to-cf",
     "finalize-memref-to-llvm", "convert-to-llvm", "reconcile-unrealized-casts",
     "canonicalize",
@@ -80,16 +81,24 @@ def to_llvm_ir(module) -> str:
         lib.LLVMContextDispose(llvm_context)
 
 
-def lower(linalg_text: str) -> str:
+def lower(linalg_text: str, inline_copies: bool = False) -> str:
+    """`inline_copies`: keep copy loops as loops (vectorised in place) instead of letting LLVM turn them
+    into memcpy calls; right where the C library's memcpy is scalar (glibc on RISC-V)."""
     from mlir import ir, passmanager
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(linalg_text)
+        if inline_copies:
+            for op in module.body.operations:
+                if op.operation.name == "func.func":
+                    op.attributes["passthrough"] = ir.Attribute.parse('["no-builtins"]')
         _run(module, BUFFERIZE)
         _small_tiles_on_stack(module)
         _run(module, DEALLOCATE)
         _copies_to_linalg(module)
         _run(module, TO_LOOPS)
         expand_math(module)
+        if "bf16" in linalg_text:
+            _run(module, BF16_TO_INTEGER_OPS)
         _run(module, TO_LLVM)
         return to_llvm_ir(module)
 

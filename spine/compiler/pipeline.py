@@ -24,7 +24,7 @@ def make_linalg(mod, metadata, options):
 
 def make_llir(linalg_text: str, metadata, options):
     from .lower import lower
-    llir = lower(linalg_text)
+    llir = lower(linalg_text, inline_copies=options.triple.startswith("riscv"))
     dump_artifact(options.dump_path, metadata["name"], "llir", llir)
     return llir
 

@@ -40,6 +40,17 @@ def qemu_binary() -> str:
                        "or set SPINE_TARGET=host to run natively")
 
 
+def trace_arguments() -> list[str]:
+    """With SPINE_QEMU_TRACE=<file>, QEMU logs every executed guest instruction (one instruction per
+    translation block, no chaining) to that file: bench/icount.py counts those inside a kernel."""
+    path = os.environ.get("SPINE_QEMU_TRACE")
+    if not path:
+        return []
+    help_text = subprocess.run([qemu_binary(), "-h"], capture_output=True, text=True).stdout
+    one_insn = "-one-insn-per-tb" if "-one-insn-per-tb" in help_text else "-singlestep"
+    return [one_insn, "-d", "exec,nochain", "-D", path]
+
+
 def kernel_timeout() -> float | None:
     value = float(os.environ.get("SPINE_KERNEL_TIMEOUT", "600"))
     return value if value > 0 else None
@@ -60,7 +71,7 @@ class QemuServer:
             self.arena = mmap.mmap(fd, arena_bytes)
             self.arena_addr = ctypes.addressof(ctypes.c_char.from_buffer(self.arena))
             cmd = [qemu_binary(), "-L", GUEST_SYSROOT, "-cpu", os.environ.get("SPINE_QEMU_CPU", QEMU_CPU),
-                   guest_kernel_server(), path, str(arena_bytes)]
+                   *trace_arguments(), guest_kernel_server(), path, str(arena_bytes)]
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
             status, payload = self._read_reply(timeout=60)
             if status != 0:
@@ -158,7 +169,8 @@ class QemuExecutor:
     def _handle(self, kernel: LoadedKernel, server: QemuServer) -> int:
         if kernel.state.get("generation") != self.generation:
             body = server.request(CMD_LOAD, kernel.so_path.encode())
-            kernel.state.update(generation=self.generation, handle=struct.unpack("<I", body)[0])
+            handle, text_lo, text_hi = struct.unpack("<IQQ", body)
+            kernel.state.update(generation=self.generation, handle=handle, text=(text_lo, text_hi))
         return kernel.state["handle"]
 
     @staticmethod

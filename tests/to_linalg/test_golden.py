@@ -64,7 +64,7 @@ def test_reduction_seeds_with_first_slice(fresh_cache):
     filecheck(text, """
 CHECK: tensor.extract_slice %{{.*}}[0, 0] [8, 1] [1, 1] : tensor<8x16xf32> to tensor<8xf32>
 CHECK: tensor.extract_slice %{{.*}}[0, 1] [8, 15] [1, 1]
-CHECK: linalg.reduce { arith.addf }
+CHECK: linalg.reduce { arith.addf {fastmath = #arith.fastmath<reassoc>} }
 """)
 
 
