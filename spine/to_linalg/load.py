@@ -78,10 +78,29 @@ def _structured_load(ptr: st.PointerState, mask, fill: ir.Value) -> ir.Value:
     if window is None:
         linalg.copy(view, outs=[buffer])
     else:
-        linalg.fill(fill, outs=[buffer])
+        _fill_unless_full(window, ptr.shape, fill, buffer)
         linalg.copy(b.memref_window(view, window.starts, window.sizes),
                     outs=[b.memref_window(buffer, window.starts, window.sizes)])
     return _as_tensor(buffer, ptr.shape, ptr.element_type)
+
+
+def _fill_unless_full(window: Window, shape, fill: ir.Value, buffer: ir.Value) -> None:
+    """Masked-off lanes get `fill`; most program instances see no masked-off lane, so test first."""
+    partial = None
+    for start, size, n in zip(window.starts, window.sizes, shape):
+        if isinstance(start, int) and isinstance(size, int):
+            if start == 0 and size == n:
+                continue
+            partial = arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result
+            break
+        short = arith.CmpIOp(arith.CmpIPredicate.ne, im.as_value(size), im.const(n)).result
+        partial = short if partial is None else arith.OrIOp(partial, short).result
+    if partial is None:
+        return
+    branch = scf.IfOp(partial)
+    with ir.InsertionPoint(branch.then_block):
+        linalg.fill(fill, outs=[buffer])
+        scf.YieldOp([])
 
 
 def _gather_load(ptr: st.GatherPointer, mask, fill: ir.Value, shape) -> ir.Value:
