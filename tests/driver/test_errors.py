@@ -101,3 +101,24 @@ def test_arena_file_is_unlinked_once_mapped():
 
 def test_compilation_error_type():
     assert issubclass(SpineCompilationError, RuntimeError)
+
+
+@triton.jit
+def long_loop_kernel(out_ptr, n):
+    acc = 0.0
+    for i in range(n):
+        acc = acc * 0.5 + 1.0
+    tl.store(out_ptr, acc)
+
+
+@pytest.mark.skipif(platform.machine() == "riscv64", reason="the timeout guards the QEMU server")
+def test_hung_kernel_under_qemu_times_out(monkeypatch):
+    from spine.driver import CPUDriver
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    out = torch.empty(1)
+    long_loop_kernel[(1,)](out, 3)
+    monkeypatch.setenv("SPINE_KERNEL_TIMEOUT", "1")
+    with pytest.raises(KernelFault, match="did not answer within 1 s"):
+        long_loop_kernel[(1,)](out, 2**31 - 1)
+    long_loop_kernel[(1,)](out, 3)
+    assert out.item() == 1.75

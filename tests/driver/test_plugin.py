@@ -4,6 +4,8 @@ import platform
 
 import torch
 import triton
+import triton.language as tl
+from triton.language.extra import libdevice
 
 from tests.kernels import add_kernel
 
@@ -54,3 +56,18 @@ def test_do_bench_works_on_cpu():
     out = torch.empty(1000)
     ms = triton.testing.do_bench(lambda: add_kernel[(1,)](x, x, out, 1000, BLOCK=1024), warmup=5, rep=20)
     assert ms > 0
+
+
+@triton.jit
+def generic_libdevice_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, libdevice.erf(tl.load(x_ptr + offs, mask=mask)), mask=mask)
+
+
+def test_generic_libdevice_module_maps_to_cpu_math(target):
+    # Kernels written against triton.language.extra.libdevice get Spine's CPU implementations.
+    x = torch.randn(50)
+    out = torch.empty(50)
+    generic_libdevice_kernel[(1,)](x, out, 50, BLOCK=64)
+    torch.testing.assert_close(out, torch.erf(x))
