@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from spine.driver import CPUDriver  # noqa: E402
 from tests.kernels import add_kernel, softmax_kernel, transpose_kernel  # noqa: E402
+from tests.ops.test_dot import matmul_kernel  # noqa: E402
 
 
 def timed(fn, repeat: int) -> float:
@@ -67,6 +68,11 @@ def cases(target: str, quick: bool):
     yield (f"softmax fp32 {rows}x{cols}", 2 * rows * cols * 4,
            lambda: softmax_kernel[(rows,)](b, a, a.stride(0), b.stride(0), cols, BLOCK=1024),
            lambda: torch.softmax(a, dim=1))
+    s = 64 if small or quick else 512
+    ma, mb, mc = torch.randn(s, s), torch.randn(s, s), torch.empty(s, s)
+    yield (f"matmul fp32 {s}x{s}x{s}", 3 * s * s * 4,
+           lambda: matmul_kernel[(s // 32, s // 32)](ma, mb, mc, s, s, s, s, 1, s, 1, s, 1, BM=32, BN=32, BK=32),
+           lambda: torch.matmul(ma, mb, out=mc))
     m = 256 if small or quick else 2048
     t = torch.randn(m, m)
     u = torch.empty(m, m)

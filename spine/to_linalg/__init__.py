@@ -2,8 +2,10 @@
 
 Where each TTIR op is handled:
     tt.func, tt.return, tt.get_program_id, tt.get_num_programs   function.py
-    tt.make_range, tt.splat, tt.broadcast, tt.expand_dims        tensor_ops.py
-    tt.addptr                                                    pointers.py
+    tt.make_range, tt.splat, tt.broadcast, tt.expand_dims,
+    tt.trans, tt.reshape                                         tensor_ops.py
+    tt.dot                                                       dot.py
+    tt.addptr, tt.bitcast                                        pointers.py
     tt.load / tt.store                                           load.py / store.py
     tt.reduce                                                    reduce.py
     scf.for, scf.if                                              control_flow.py
@@ -19,7 +21,7 @@ from mlir import ir
 
 from ..errors import SpineCompilationError
 # Importing the handler modules registers them.
-from . import arith, control_flow, extern, function, load, pointers, reduce, store, tensor_ops  # noqa: F401
+from . import arith, control_flow, dot, extern, function, load, pointers, reduce, store, tensor_ops  # noqa: F401
 from .converter import Converter, RetryWithGather
 
 MAX_RETRIES = 16

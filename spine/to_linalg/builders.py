@@ -33,6 +33,14 @@ def generic(result_types: Sequence[ir.Type], inputs: Sequence[ir.Value], outputs
     return op
 
 
+def single_value(built) -> ir.Value:
+    """The one result of what a dialect helper returned (a value, an op, or a result list)."""
+    if isinstance(built, ir.Value):
+        return built
+    results = getattr(built, "results", built)
+    return results[0]
+
+
 def empty(shape, elem: ir.Type) -> ir.Value:
     return tensor.EmptyOp(list(shape), elem).result
 

@@ -5,7 +5,7 @@ emits nothing; only a use that needs real values materialises it (a linalg.gener
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import tensor
+from mlir.dialects import linalg, tensor
 
 from . import builders as b
 from . import index_math as im
@@ -63,8 +63,7 @@ def _expand_shape(value: ir.Value, axis: int, out_shape) -> ir.Value:
         owner = min(axis, old_rank - 1)
         groups[owner].append(axis)
         groups[owner].sort()
-    reassociation = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)
-                                                        for d in g]) for g in groups])
+    reassociation = _reassociation(groups)
     result = ir.RankedTensorType.get(list(out_shape), ir.RankedTensorType(value.type).element_type)
     return tensor.ExpandShapeOp(result, value, reassociation, [], ir.DenseI64ArrayAttr.get(list(out_shape))).result
 
@@ -114,3 +113,40 @@ def convert_constant(conv, op):
         return
     conv.clone(op)
 
+
+
+@handles("tt.trans")
+def convert_trans(conv, op):
+    order = list(ir.DenseI32ArrayAttr(op.attributes["order"]))
+    value = conv.concrete(op.operands[0])
+    out = b.empty(shape_of(op.results[0].type), element_type(value.type))
+    conv.bind(op.results[0], b.single_value(linalg.transpose(value, outs=[out], permutation=order)))
+
+
+@handles("tt.reshape")
+def convert_reshape(conv, op):
+    """Row-major reshape: collapse to 1-D, then expand to the new shape."""
+    value = conv.concrete(op.operands[0])
+    shape = shape_of(op.results[0].type)
+    elem = element_type(value.type)
+    src_shape = shape_of(value.type)
+    if len(src_shape) != 1:
+        flat = ir.RankedTensorType.get([_product(src_shape)], elem)
+        value = tensor.CollapseShapeOp(flat, value, _reassociation([list(range(len(src_shape)))])).result
+    if len(shape) != 1:
+        result = ir.RankedTensorType.get(list(shape), elem)
+        value = tensor.ExpandShapeOp(result, value, _reassociation([list(range(len(shape)))]), [],
+                                     ir.DenseI64ArrayAttr.get(list(shape))).result
+    conv.bind(op.results[0], value)
+
+
+def _product(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _reassociation(groups) -> ir.ArrayAttr:
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])

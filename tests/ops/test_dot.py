@@ -1,0 +1,87 @@
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """Triton's matmul tutorial shape: pointers advanced along K, masked edges, fp32 accumulator."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
+    b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < K - k * BK), other=0.0)
+        b = tl.load(b_ptrs, mask=(rk[:, None] < K - k * BK) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BK * stride_ak
+        b_ptrs += BK * stride_bk
+    c = acc.to(c_ptr.dtype.element_ty)
+    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, c, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (33, 47, 65), (64, 32, 16)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_matmul(target, m, n, k, dtype):
+    a = torch.randn(m, k).to(dtype)
+    b = torch.randn(k, n).to(dtype)
+    c = torch.empty(m, n, dtype=dtype)
+    grid = (triton.cdiv(m, 16), triton.cdiv(n, 16))
+    matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+                        c.stride(1), BM=16, BN=16, BK=16)
+    expected = (a.float() @ b.float()).to(dtype)
+    tol = 1e-4 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(c, expected, rtol=tol, atol=tol)
+
+
+def test_matmul_of_transposed_view(target):
+    a = torch.randn(40, 30).t()  # strides (1, 30)
+    b = torch.randn(40, 20)
+    c = torch.empty(30, 20)
+    matmul_kernel[(2, 2)](a, b, c, 30, 20, 40, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+                          c.stride(1), BM=16, BN=16, BK=16)
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@triton.jit
+def int8_dot_kernel(a_ptr, b_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], tl.dot(a, b, out_dtype=tl.int32))
+
+
+def test_int8_dot_accumulates_in_int32(target):
+    a = torch.randint(-128, 127, (16, 32), dtype=torch.int8)
+    b = torch.randint(-128, 127, (32, 16), dtype=torch.int8)
+    c = torch.empty(16, 16, dtype=torch.int32)
+    int8_dot_kernel[(1,)](a, b, c, BM=16, BN=16, BK=32)
+    torch.testing.assert_close(c, a.int() @ b.int())
+
+
+@triton.jit
+def trans_reshape_kernel(x_ptr, t_ptr, r_ptr, M: tl.constexpr, N: tl.constexpr):
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    x = tl.load(x_ptr + rm[:, None] * N + rn[None, :])
+    xt = tl.trans(x)
+    tl.store(t_ptr + rn[:, None] * M + rm[None, :], xt)
+    flat = tl.reshape(x, (M * N,))
+    tl.store(r_ptr + tl.arange(0, M * N), flat * 2.0)
+
+
+def test_trans_and_reshape(target):
+    x = torch.randn(8, 16)
+    t = torch.empty(16, 8)
+    r = torch.empty(128)
+    trans_reshape_kernel[(1,)](x, t, r, M=8, N=16)
+    torch.testing.assert_close(t, x.t())
+    torch.testing.assert_close(r, x.reshape(-1) * 2)
