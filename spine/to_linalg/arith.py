@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from mlir import ir
 
+from . import index_math as im
 from . import states as st
 from .converter import handles
 from .types import element_type, is_bool, shape_of
@@ -48,7 +49,6 @@ def _all_uniform(states) -> bool:
 def _scalar_of(state) -> ir.Value:
     if isinstance(state, st.SplatValue):
         return state.scalar
-    from . import index_math as im
     return im.to_integer(state.offset, state.element_type)
 
 
@@ -58,7 +58,6 @@ def _uniform_result(conv, op):
     if not _all_uniform(states) or len(op.results) != 1:
         return None
     shape = shape_of(op.results[0].type)
-    from . import index_math as im
     scalars = [_scalar_of(s) for s in states]
     scalar_op = ir.Operation.create(op.operation.name, results=[element_type(op.results[0].type)],
                                     operands=scalars, attributes=_inherent_attributes(op))
@@ -71,7 +70,9 @@ def _uniform_result(conv, op):
 
 
 def _inherent_attributes(op) -> dict:
-    names = ("predicate", "fastmath", "overflowFlags", "roundingmode")
+    """The properties arith and math ops carry. Properties are not enumerable from Python, so they are
+    read by name; any other would take its default, which for these ops is the unflagged form."""
+    names = ("predicate", "fastmath", "overflowFlags", "roundingmode", "isExact")
     out = {}
     for name in names:
         try:

@@ -15,11 +15,12 @@ from . import index_math as im
 from . import materialize
 from . import states as st
 from .converter import RetryWithGather, handles
+from .types import is_pointer
 
 
 @dataclass(frozen=True)
 class Carried:
-    """How one loop-carried (or if-yielded) value travels through the region boundary."""
+    """How one loop-carried value travels through the loop's region boundary."""
     kind: str          # "value", "offset" (structured: offset only) or "gather" (offsets tensor)
     template: object = None
 
@@ -131,15 +132,7 @@ def convert_if(conv, op):
                 _convert_body(conv, region.blocks[0])
                 scf.YieldOp([])
         return
-    # Results carried as concrete values; pointers as gathers over one base (the rare pointer-select).
-    carries = []
-    for result in op.results:
-        if isinstance(result.type, ir.OpaqueType) or (isinstance(result.type, ir.RankedTensorType)
-                                                     and isinstance(result.type.element_type, ir.OpaqueType)):
-            carries.append(None)
-        else:
-            carries.append(Carried("value"))
-    if any(c is None for c in carries):
+    if any(is_pointer(r.type) for r in op.results):
         raise conv.unsupported(op, "an if that yields pointers")
     types = [r.type for r in op.results]
     branch = scf.IfOp(cond, types, has_else=True)
