@@ -11,6 +11,7 @@ import atexit
 import ctypes
 import mmap
 import os
+import resource
 import select
 import shutil
 import struct
@@ -26,6 +27,11 @@ CMD_LOAD, CMD_RUN, CMD_PING = 1, 2, 3
 QEMU_CPU = "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0,Zfh=true,zba=true,zbb=true,zbs=true"
 GUEST_SYSROOT = "/usr/riscv64-linux-gnu"
 ALIGN = 64
+
+
+def _no_core_files() -> None:
+    # A faulting kernel must not leave QEMU core files (qemu_*.core) in the user's working directory.
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def qemu_binary() -> str:
@@ -72,7 +78,8 @@ class QemuServer:
             self.arena_addr = ctypes.addressof(ctypes.c_char.from_buffer(self.arena))
             cmd = [qemu_binary(), "-L", GUEST_SYSROOT, "-cpu", os.environ.get("SPINE_QEMU_CPU", QEMU_CPU),
                    *trace_arguments(), guest_kernel_server(), path, str(arena_bytes)]
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                         preexec_fn=_no_core_files)
             status, payload = self._read_reply(timeout=60)
             if status != 0:
                 raise RuntimeError(f"QEMU kernel server failed to start: {payload!r}")
