@@ -16,7 +16,9 @@ _SCALARS = {"i1": llir.IntType(1), "i8": llir.IntType(8), "i16": llir.IntType(16
             "f64": llir.DoubleType()}
 
 
-def entry_module_ir(kernel_name: str, arg_kinds, triple: str) -> str:
+def entry_module_ir(kernel_name: str, arg_kinds, argument_views, triple: str) -> str:
+    """`argument_views`: for each extra memref argument after the grid arguments, the runtime argument
+    whose data pointer it views (see to_linalg/function.py)."""
     module = llir.Module(name="spine_entry")
     module.triple = triple
     ptr = llir.PointerType()
@@ -27,20 +29,27 @@ def entry_module_ir(kernel_name: str, arg_kinds, triple: str) -> str:
             params += [ptr, ptr, i64, i64, i64]
         else:
             params.append(_scalar_type(kind))
-    kernel = llir.Function(module, llir.FunctionType(llir.VoidType(), params + [i32] * 6), name=kernel_name)
+    descriptor = [ptr, ptr, i64, i64, i64]
+    kernel = llir.Function(module, llir.FunctionType(
+        llir.VoidType(), params + [i32] * 6 + descriptor * len(argument_views)), name=kernel_name)
     entry = llir.Function(module, llir.FunctionType(llir.VoidType(), [ptr] + [i32] * 6), name=ENTRY_SYMBOL)
     builder = llir.IRBuilder(entry.append_basic_block("entry"))
     args_array, *grid = entry.args
+    slots = [builder.load(builder.gep(args_array, [llir.Constant(i64, i)], source_etype=ptr), typ=ptr)
+             for i in range(len(arg_kinds))]
+
+    def memref_descriptor(slot):
+        data = builder.load(slot, typ=ptr)
+        # size is never read: loads and stores view the argument through explicit sizes
+        return [data, data, llir.Constant(i64, 0), llir.Constant(i64, 1 << 62), llir.Constant(i64, 1)]
+
     call_args = []
-    for i, kind in enumerate(arg_kinds):
-        slot = builder.load(builder.gep(args_array, [llir.Constant(i64, i)], source_etype=ptr), typ=ptr)
-        if kind == "ptr":
-            data = builder.load(slot, typ=ptr)
-            # size is never read: loads and stores view the argument through explicit sizes
-            call_args += [data, data, llir.Constant(i64, 0), llir.Constant(i64, (1 << 62)), llir.Constant(i64, 1)]
-        else:
-            call_args.append(builder.load(slot, typ=_scalar_type(kind)))
-    builder.call(kernel, call_args + list(grid))
+    for slot, kind in zip(slots, arg_kinds):
+        call_args += memref_descriptor(slot) if kind == "ptr" else [builder.load(slot, typ=_scalar_type(kind))]
+    call_args += list(grid)
+    for index in argument_views:
+        call_args += memref_descriptor(slots[index])
+    builder.call(kernel, call_args)
     builder.ret_void()
     return str(module)
 

@@ -10,6 +10,7 @@ import os
 
 from ..errors import SpineCompilationError
 from ..to_linalg.converter import describe_location
+from ..to_linalg.atomics import expand_compare_and_swap
 from .math_expansion import expand_math
 
 BUFFERIZE = ",".join([
@@ -94,6 +95,7 @@ def lower(linalg_text: str, inline_copies: bool = False) -> str:
         _run(module, BUFFERIZE)
         _small_tiles_on_stack(module)
         _run(module, DEALLOCATE)
+        expand_compare_and_swap(module)
         _copies_to_linalg(module)
         _run(module, TO_LOOPS)
         expand_math(module)

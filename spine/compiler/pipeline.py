@@ -18,6 +18,7 @@ def make_linalg(mod, metadata, options):
     kernel = convert_ttir(export_generic(mod))
     metadata["spine_arg_kinds"] = list(kernel.arg_kinds)
     metadata["spine_written_args"] = list(kernel.written_args)
+    metadata["spine_argument_views"] = list(kernel.argument_views)
     dump_artifact(options.dump_path, metadata["name"], "linalg", kernel.text)
     return kernel.text
 
@@ -33,7 +34,8 @@ def make_so(llir: str, metadata, options):
     from .codegen import optimize_and_emit
     from .entry import entry_module_ir
     from .link import link_shared
-    entry = entry_module_ir(metadata["name"], metadata["spine_arg_kinds"], options.triple)
+    entry = entry_module_ir(metadata["name"], metadata["spine_arg_kinds"], metadata["spine_argument_views"],
+                            options.triple)
     obj, asm = optimize_and_emit(llir, entry, options.triple, options.cpu, options.features,
                                  want_assembly=bool(options.dump_path))
     dump_artifact(options.dump_path, metadata["name"], "s", asm or "")

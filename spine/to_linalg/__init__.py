@@ -8,6 +8,7 @@ Where each TTIR op is handled:
     tt.addptr, tt.bitcast                                        pointers.py
     tt.load / tt.store                                           load.py / store.py
     tt.reduce                                                    reduce.py
+    tt.atomic_rmw, tt.atomic_cas                                 atomics.py
     scf.for, scf.if                                              control_flow.py
     tt.extern_elementwise (libdevice)                            extern.py
     arith.*, math.*                                              arith.py
@@ -21,7 +22,8 @@ from mlir import ir
 
 from ..errors import SpineCompilationError
 # Importing the handler modules registers them.
-from . import arith, control_flow, dot, extern, function, load, pointers, reduce, store, tensor_ops  # noqa: F401
+from . import (arith, atomics, control_flow, dot, extern, function, load, pointers, reduce, store,  # noqa: F401
+               tensor_ops)
 from .converter import Converter, RetryWithGather
 
 MAX_RETRIES = 16
@@ -33,6 +35,7 @@ class LinalgKernel:
     name: str
     arg_kinds: tuple               # per runtime argument: "ptr" or its scalar MLIR type
     written_args: tuple            # indexes of pointer arguments the kernel may store through
+    argument_views: tuple          # runtime-argument index of each extra memref argument, in order
 
 
 def new_context() -> ir.Context:
@@ -58,7 +61,7 @@ def convert_ttir(generic_ttir: str) -> LinalgKernel:
         forced = frozenset()
         for _ in range(MAX_RETRIES):
             out = ir.Module.create()
-            conv = Converter(name, forced_gather=forced)
+            conv = Converter(name, forced_gather=forced, module=out)
             try:
                 with ir.InsertionPoint(out.body):
                     function.convert_function(conv, tt_func)
@@ -70,4 +73,5 @@ def convert_ttir(generic_ttir: str) -> LinalgKernel:
             raise SpineCompilationError(f"kernel '{name}': loop-carried pointers did not settle")
         if not out.operation.verify():
             raise SpineCompilationError(f"internal: converted kernel '{name}' does not verify")
-        return LinalgKernel(str(out), name, tuple(kinds), tuple(sorted(conv.written_args)))
+        views = tuple(index for index, _ in conv.argument_views)
+        return LinalgKernel(str(out), name, tuple(kinds), tuple(sorted(conv.written_args)), views)

@@ -15,7 +15,8 @@ from mlir import ir
 
 from ..errors import SpineCompilationError
 from . import materialize
-from .states import AffineIndex, GatherPointer, MaskState, PointerState, SplatValue
+from .states import AffineIndex, GatherPointer, MaskState, PointerState, Recomputed, SplatValue
+from .types import is_bool
 
 HANDLERS: Dict[str, Callable] = {}
 CLONED_DIALECTS = ("arith.", "math.")
@@ -59,6 +60,11 @@ class Converter:
     program_ids: list = field(default_factory=list)      # pid x, y, z then num_programs x, y, z
     forced_gather: frozenset = frozenset()
     loop_counter: int = 0                                 # numbers scf.for ops, stable across retries
+    entry_block: object = None
+    # (argument index, element type) → extra memref argument viewing that argument as that type
+    argument_views: dict = field(default_factory=dict)
+    module: object = None                                 # the module being built
+    declared: dict = field(default_factory=dict)
 
     # -------------------------------------------------------------------------------------- value map
     def state(self, value: ir.Value):
@@ -72,6 +78,8 @@ class Converter:
         state = self.state(value)
         if isinstance(state, (PointerState, GatherPointer)):
             raise self.unsupported_use(value, "a pointer used as a plain value")
+        if isinstance(state, Recomputed):
+            return self._emit_clone(state.op)[0]
         if not isinstance(state, ir.Value):
             # Not memoised: each use gets its own single-use producer, which the elementwise fusion then
             # folds into the consumer (a shared producer would be bufferized into a temporary instead).
@@ -98,15 +106,32 @@ class Converter:
             else:
                 raise self.unsupported(op)
 
-    def clone(self, op) -> ir.Operation:
-        """Clone an upstream op at the insertion point with its operands made concrete."""
+    def clone(self, op) -> None:
+        """Clone an upstream op at the insertion point with its operands made concrete. Boolean tensors
+        are cloned lazily, at each use (see Recomputed)."""
+        results = list(op.results)
+        if len(results) == 1 and isinstance(results[0].type, ir.RankedTensorType) and \
+                is_bool(results[0].type) and not op.regions:
+            self.bind(results[0], Recomputed(op))
+            return
+        for old, res in zip(results, self._emit_clone(op)):
+            self.bind(old, res)
+
+    def _emit_clone(self, op) -> list:
         operands = [self.concrete(v) for v in op.operands]
         new = op.operation.clone()
         for i, v in enumerate(operands):
             new.operands[i] = v
-        for old, res in zip(op.results, new.results):
-            self.bind(old, res)
-        return new
+        return list(new.results)
+
+    def declare(self, name: str, inputs, results) -> str:
+        """A private function declaration at the top of the module (once per name)."""
+        if name not in self.declared:
+            from mlir.dialects import func
+            with ir.InsertionPoint.at_block_begin(self.module.body), ir.Location.unknown():
+                decl = func.FuncOp(name, ir.FunctionType.get(list(inputs), list(results)), visibility="private")
+            self.declared[name] = decl
+        return name
 
     # ------------------------------------------------------------------------------------------ errors
     def unsupported(self, op, detail: str = "") -> SpineCompilationError:
@@ -122,6 +147,3 @@ class Converter:
         where = describe_location(loc) if loc is not None else "an unknown source line"
         return SpineCompilationError(f"unsupported: {detail} in kernel '{self.kernel_name}' at {where}")
 
-
-def is_symbolic(state) -> bool:
-    return isinstance(state, (AffineIndex, MaskState, SplatValue, PointerState, GatherPointer))

@@ -3,7 +3,7 @@
     tt.func @add(%x: !tt.ptr<f32>, %n: i32)
   becomes
     func.func @add(%x: memref<?xf32>, %n: i32, %pid_x: i32, %pid_y: i32, %pid_z: i32,
-                   %num_x: i32, %num_y: i32, %num_z: i32)
+                   %num_x: i32, %num_y: i32, %num_z: i32 [, views of pointer arguments as other types])
 
 Every pointer argument is a 1-D memref of its pointee; loads and stores view it through
 memref.reinterpret_cast at the offsets the pointer states computed. The generated entry point
@@ -66,9 +66,27 @@ def convert_function(conv, tt_func) -> func.FuncOp:
         else:
             conv.bind(old, new)
     conv.program_ids = list(entry.arguments)[len(arg_types):]
+    conv.entry_block = entry
     with ir.InsertionPoint(entry):
         conv.convert_block(tt_block)
+    if conv.argument_views:
+        fn.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get([a.type for a in entry.arguments], []))
     return fn
+
+
+def argument_view(conv, base: ir.Value, element_type: ir.Type) -> ir.Value:
+    """The kernel argument behind `base` seen as elements of another type of the same width.
+
+    A memref's element type is fixed, so each such view is one more function argument (after the grid
+    arguments) that the entry point fills with the same data pointer."""
+    index = conv.argument_of[base]
+    key = (index, str(element_type))
+    if key not in conv.argument_views:
+        view = conv.entry_block.add_argument(memref_of(element_type), ir.Location.unknown())
+        conv.argument_views[key] = view
+        conv.argument_of[view] = index
+    return conv.argument_views[key]
 
 
 @handles("tt.return")

@@ -59,7 +59,8 @@ def convert_bitcast(conv, op):
             _bit_width(source.element_type) != _bit_width(new_elem):
         raise conv.unsupported(op, "a pointer cast between element types of different widths")
     if source.element_type != new_elem:
-        raise conv.unsupported(op, f"a pointer cast from {source.element_type} to {new_elem}")
+        from .function import argument_view
+        source = replace(source, base=argument_view(conv, source.base, new_elem), element_type=new_elem)
     conv.bind(result, source)
 
 

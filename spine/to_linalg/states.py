@@ -9,6 +9,7 @@ immutable states record the recognised structure:
     GatherPointer address[i] = base + offsets[i]                     any other pointer tensor
     MaskState     mask[i] = and_d (lo[d] <= i[d] < hi[d])            masks from comparisons of AffineIndex
     SplatValue    value[i] = scalar                                  non-integer splats (e.g. `other=0.0`)
+    Recomputed    a boolean tensor op, emitted again at each use
 
 The combinators are pure: they return a new state, or None when the structure is lost, in which case the
 converter materialises concrete tensors (materialize.py) and falls back to the general path.
@@ -63,6 +64,14 @@ class MaskState:
 class SplatValue:
     shape: Tuple[int, ...]
     scalar: ir.Value
+
+
+@dataclass(frozen=True)
+class Recomputed:
+    """A boolean tensor re-emitted at every use from its TTIR op. Each use then has its own single-use
+    producer, which elementwise fusion folds into the consumer; a shared i1 tensor would be kept in
+    memory, which MLIR's LLVM lowering cannot do."""
+    op: object
 
 
 State = object  # one of the dataclasses above, or a plain ir.Value for a concrete value

@@ -49,18 +49,19 @@ def test_non_tensor_for_a_pointer_is_rejected(target):
 
 
 @triton.jit
-def atomic_kernel(x_ptr, out_ptr):
-    v = tl.load(x_ptr)
-    tl.atomic_add(out_ptr, v)
+def scan_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(out_ptr + offs, tl.cumsum(x, axis=0))
 
 
 def test_unsupported_op_names_op_and_source_line(target):
-    x = torch.rand(1)
-    with pytest.raises(Exception) as info:
-        atomic_kernel[(1,)](x, x)
+    x = torch.rand(16)
+    with pytest.raises(SpineCompilationError) as info:
+        scan_kernel[(1,)](x, x, BLOCK=16)
     message = str(info.value)
-    assert "tt.atomic_rmw" in message
-    line = atomic_kernel.fn.__code__.co_firstlineno + 3
+    assert "tt.scan" in message and "scan_kernel" in message
+    line = scan_kernel.fn.__code__.co_firstlineno + 4
     assert f"test_errors.py:{line}" in message
 
 

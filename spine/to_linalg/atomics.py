@@ -1,0 +1,137 @@
+"""tt.atomic_rmw and tt.atomic_cas: element by element (masked lanes skipped), as memref.atomic_rmw and
+memref.generic_atomic_rmw, which LLVM turns into atomic instructions or compare-and-swap loops. Each
+returns the old values. Ordering is at least as strong as the kernel asked for (acq_rel)."""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, bufferization, func, linalg, memref, scf, tensor
+
+from . import builders as b
+from . import index_math as im
+from . import materialize
+from . import states as st
+from .converter import handles
+from .memory import mask_bit, mask_bytes, split_operands
+from .types import memref_of
+
+
+# triton's RMWOp enum (triton._C.libtriton.ir.ATOMIC_OP) → memref.atomic_rmw kind, by value class
+_INT_KINDS = {1: "andi", 2: "ori", 3: "xori", 4: "addi", 6: "maxs", 7: "mins", 8: "maxu", 9: "minu", 10: "assign"}
+_FLOAT_KINDS = {5: "addf", 4: "addf", 6: "maximumf", 7: "minimumf", 10: "assign"}
+
+
+def _kind(op, element_type: ir.Type):
+    code = ir.IntegerAttr(op.attributes["atomic_rmw_op"]).value
+    table = _INT_KINDS if isinstance(element_type, ir.IntegerType) else _FLOAT_KINDS
+    if code not in table:
+        return None
+    return getattr(arith.AtomicRMWKind, table[code])
+
+
+def _elementwise(conv, op, ptr, mask_operand, update):
+    """Run `update(base, index, lane_ivs) -> old value` for every unmasked lane; gather the old values."""
+    conv.written_args.add(conv.argument_of[ptr.base])
+    if not ptr.shape:
+        def scalar():
+            return update(ptr.base, im.as_value(ptr.offset), [])
+        if mask_operand is None:
+            return scalar()
+        branch = scf.IfOp(conv.concrete(mask_operand), [ptr.element_type], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            scf.YieldOp([scalar()])
+        with ir.InsertionPoint(branch.else_block):
+            scf.YieldOp([b.zero(ptr.element_type)])
+        return branch.results[0]
+    gather = ptr if isinstance(ptr, st.GatherPointer) else materialize.gather_pointer(ptr)
+    mask = mask_bytes(conv.concrete(mask_operand)) if mask_operand is not None else None
+    old_values = memref.AllocOp(ir.MemRefType.get(list(ptr.shape), ptr.element_type), [], []).result
+    linalg.fill(b.zero(ptr.element_type), outs=[old_values])
+
+    def body(ivs):
+        def one():
+            offset = im.from_integer(tensor.ExtractOp(gather.offsets, ivs).result)
+            memref.StoreOp(update(gather.base, offset, ivs), old_values, ivs)
+        if mask is None:
+            one()
+            return
+        branch = scf.IfOp(mask_bit(mask, ivs))
+        with ir.InsertionPoint(branch.then_block):
+            one()
+            scf.YieldOp([])
+    b.loop_nest(ptr.shape, body)
+    return bufferization.ToTensorOp(ir.RankedTensorType.get(list(ptr.shape), ptr.element_type), old_values,
+                                    restrict=True, writable=True).result
+
+
+def _pointer(conv, op, value):
+    ptr = conv.state(value)
+    if not isinstance(ptr, (st.PointerState, st.GatherPointer)):
+        raise conv.unsupported(op, "atomic through a pointer of unknown origin")
+    return ptr
+
+
+@handles("tt.atomic_rmw")
+def convert_atomic_rmw(conv, op):
+    parts = split_operands(op, ("ptr", "val", "mask"))
+    ptr = _pointer(conv, op, parts["ptr"])
+    kind = _kind(op, ptr.element_type)
+    if kind is None:
+        raise conv.unsupported(op, "this atomic operation on this element type")
+    values = conv.concrete(parts["val"])
+
+    def update(base, index, ivs):
+        value = tensor.ExtractOp(values, ivs).result if ivs else values
+        return memref.AtomicRMWOp(kind, value, base, [index]).result
+    conv.bind(op.results[0], _elementwise(conv, op, ptr, parts["mask"], update))
+
+
+CAS_FUNCTION = "spine.atomic_cas"
+
+
+@handles("tt.atomic_cas")
+def convert_atomic_cas(conv, op):
+    """Compare-and-swap is a call to a declared function here; compiler/lower.py replaces each call with
+    memref.generic_atomic_rmw after buffer deallocation, whose analysis rejects ops with regions."""
+    ptr = _pointer(conv, op, op.operands[0])
+    expected_all, desired_all = conv.concrete(op.operands[1]), conv.concrete(op.operands[2])
+    callee = conv.declare(f"{CAS_FUNCTION}.{ptr.element_type}",
+                          [memref_of(ptr.element_type), ir.IndexType.get(), ptr.element_type, ptr.element_type],
+                          [ptr.element_type])
+
+    def update(base, index, ivs):
+        expected = tensor.ExtractOp(expected_all, ivs).result if ivs else expected_all
+        desired = tensor.ExtractOp(desired_all, ivs).result if ivs else desired_all
+        return func.CallOp([ptr.element_type], ir.FlatSymbolRefAttr.get(callee), [base, index, expected,
+                                                                                   desired]).result
+    conv.bind(op.results[0], _elementwise(conv, op, ptr, None, update))
+
+
+def expand_compare_and_swap(module) -> None:
+    """Replace the calls convert_atomic_cas emitted by memref.generic_atomic_rmw (a CAS loop in LLVM)."""
+    calls, declarations = [], []
+
+    def collect(op):
+        name = op.operation.name
+        if name == "func.call" and ir.FlatSymbolRefAttr(op.attributes["callee"]).value.startswith(CAS_FUNCTION):
+            calls.append(op.operation)
+        elif name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value.startswith(CAS_FUNCTION):
+            declarations.append(op.operation)
+        return ir.WalkResult.ADVANCE
+    module.operation.walk(collect)
+    for call in calls:
+        base, index, expected, desired = call.operands
+        element = call.results[0].type
+        with ir.InsertionPoint(call), call.location:
+            rmw = memref.GenericAtomicRMWOp(element, base, [index])
+            block = rmw.regions[0].blocks.append(element)
+            with ir.InsertionPoint(block):
+                current = block.arguments[0]
+                if isinstance(element, ir.IntegerType):
+                    equal = arith.CmpIOp(arith.CmpIPredicate.eq, current, expected).result
+                else:
+                    equal = arith.CmpFOp(arith.CmpFPredicate.OEQ, current, expected).result
+                memref.AtomicYieldOp(arith.SelectOp(equal, desired, current).result)
+        call.results[0].replace_all_uses_with(rmw.result)
+        call.erase()
+    for declaration in declarations:
+        declaration.erase()
