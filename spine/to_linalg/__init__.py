@@ -8,6 +8,7 @@ Where each TTIR op is handled:
     tt.addptr, tt.bitcast                                        pointers.py
     tt.load / tt.store                                           load.py / store.py
     tt.reduce                                                    reduce.py
+    tt.scan                                                      scan.py
     tt.atomic_rmw, tt.atomic_cas                                 atomics.py
     scf.for, scf.if                                              control_flow.py
     tt.extern_elementwise (libdevice)                            extern.py
@@ -22,8 +23,8 @@ from mlir import ir
 
 from ..errors import SpineCompilationError
 # Importing the handler modules registers them.
-from . import (arith, atomics, control_flow, dot, extern, function, load, pointers, reduce, store,  # noqa: F401
-               tensor_ops)
+from . import (arith, atomics, control_flow, dot, extern, function, load, pointers, reduce, scan,  # noqa: F401
+               store, tensor_ops)
 from .converter import Converter, RetryWithGather
 
 MAX_RETRIES = 16
