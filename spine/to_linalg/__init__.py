@@ -6,6 +6,7 @@ Where each TTIR op is handled:
     tt.trans, tt.reshape                                         tensor_ops.py
     tt.dot                                                       dot.py
     tt.addptr, tt.bitcast                                        pointers.py
+    tt.make_tensor_ptr, tt.advance (block pointers)              block_pointers.py
     tt.load / tt.store                                           load.py / store.py
     tt.reduce                                                    reduce.py
     tt.scan                                                      scan.py
@@ -23,7 +24,7 @@ from mlir import ir
 
 from ..errors import SpineCompilationError
 # Importing the handler modules registers them.
-from . import (arith, atomics, control_flow, dot, extern, function, load, pointers, reduce, scan,  # noqa: F401
+from . import (arith, atomics, block_pointers, control_flow, dot, extern, function, load, pointers, reduce, scan,  # noqa: F401
                store, tensor_ops)
 from .converter import Converter, RetryWithGather
 

@@ -20,32 +20,44 @@ from .types import is_pointer
 
 @dataclass(frozen=True)
 class Carried:
-    """How one loop-carried value travels through the loop's region boundary."""
-    kind: str          # "value", "offset" (structured: offset only) or "gather" (offsets tensor)
-    template: object = None
+    """How one loop-carried value travels through the loop's region boundary, as zero or more values."""
+    kind: str          # "value"; "offset" (structured: offset only); "offsets" (block pointer: per-dim
+    template: object = None  # offsets); "gather" (offsets tensor)
 
-    def initial(self, state) -> ir.Value:
+    def initial(self, state) -> list:
         if self.kind == "offset":
-            return im.as_value(state.offset)
+            return [im.as_value(state.offset)]
+        if self.kind == "offsets":
+            return [im.as_value(o) for o in state.offsets]
         if self.kind == "gather":
-            return _as_gather(state).offsets
-        return state
+            return [_as_gather(state).offsets]
+        return [state]
 
-    def rebuild(self, value: ir.Value):
+    @property
+    def width(self) -> int:
+        return len(self.template.offsets) if self.kind == "offsets" else 1
+
+    def rebuild(self, values: list):
         if self.kind == "offset":
-            return replace(self.template, offset=value)
+            return replace(self.template, offset=values[0])
+        if self.kind == "offsets":
+            return replace(self.template, offsets=tuple(values))
         if self.kind == "gather":
-            return replace(self.template, offsets=value)
-        return value
+            return replace(self.template, offsets=values[0])
+        return values[0]
 
     def compatible(self, state) -> bool:
+        t = self.template
         if self.kind == "offset":
-            t = self.template
             return (type(state) is type(t) and state.shape == t.shape
                     and getattr(state, "base", None) == getattr(t, "base", None)
                     and all(im.same(a, b) for a, b in zip(state.strides, t.strides)))
+        if self.kind == "offsets":
+            return (isinstance(state, st.BlockPointer) and state.base == t.base
+                    and state.block_shape == t.block_shape and im.same(state.base_offset, t.base_offset)
+                    and all(im.same(a, b) for a, b in zip(state.shape + state.strides, t.shape + t.strides)))
         if self.kind == "gather":
-            return isinstance(state, (st.PointerState, st.GatherPointer)) and state.base == self.template.base
+            return isinstance(state, (st.PointerState, st.GatherPointer)) and state.base == t.base
         return True
 
 
@@ -54,6 +66,8 @@ def _as_gather(state) -> st.GatherPointer:
 
 
 def _carry_for(conv, state, key) -> Carried:
+    if isinstance(state, st.BlockPointer):
+        return Carried("offsets", state)
     if isinstance(state, (st.PointerState, st.AffineIndex)) and key not in conv.forced_gather:
         return Carried("offset", state)
     if isinstance(state, (st.PointerState, st.GatherPointer)):
@@ -61,17 +75,15 @@ def _carry_for(conv, state, key) -> Carried:
     return Carried("value")
 
 
-def _yielded(conv, carried: Carried, value: ir.Value, key) -> ir.Value:
+def _yielded(conv, carried: Carried, value: ir.Value, key) -> list:
     state = conv.state(value)
     if not carried.compatible(state):
         if carried.kind == "offset":
             raise RetryWithGather(key)
-        raise conv.unsupported_use(value, "a loop-carried pointer that switches to another argument")
+        raise conv.unsupported_use(value, "a loop-carried pointer whose base, shape or strides change")
     if carried.kind == "value":
-        return conv.concrete(value)
-    if carried.kind == "offset":
-        return im.as_value(state.offset)
-    return _as_gather(state).offsets
+        return [conv.concrete(value)]
+    return carried.initial(state)
 
 
 def _into_iter_arg(value: ir.Value, iter_arg: ir.Value) -> ir.Value:
@@ -97,26 +109,36 @@ def convert_for(conv, op):
     conv.loop_counter += 1
     loop_id = conv.loop_counter
     lower, upper, step = (conv.concrete(v) for v in list(op.operands)[:3])
-    inits = list(op.operands)[3:]
     carries, init_values = [], []
-    for i, v in enumerate(inits):
+    for i, v in enumerate(list(op.operands)[3:]):
         state = conv.state(v)
         carry = _carry_for(conv, state, (loop_id, i))
         if carry.kind == "value":
             state = conv.concrete(v)
         carries.append(carry)
-        init_values.append(carry.initial(state))
+        init_values += carry.initial(state)
     loop = scf.ForOp(lower, upper, step, init_values)
     old_block = op.regions[0].blocks[0]
     conv.bind(old_block.arguments[0], loop.induction_variable)
-    for carry, old, new in zip(carries, list(old_block.arguments)[1:], loop.inner_iter_args):
+    for carry, old, new in zip(carries, list(old_block.arguments)[1:], _split(carries, loop.inner_iter_args)):
         conv.bind(old, carry.rebuild(new))
     with ir.InsertionPoint(loop.body):
         terminator = _convert_body(conv, old_block)
-        yielded = [_yielded(conv, c, v, (loop_id, i)) for i, (c, v) in enumerate(zip(carries, terminator.operands))]
+        yielded = []
+        for i, (carry, value) in enumerate(zip(carries, terminator.operands)):
+            yielded += _yielded(conv, carry, value, (loop_id, i))
         scf.YieldOp([_into_iter_arg(v, arg) for v, arg in zip(yielded, loop.inner_iter_args)])
-    for carry, old, new in zip(carries, op.results, loop.results):
+    for carry, old, new in zip(carries, op.results, _split(carries, loop.results)):
         conv.bind(old, carry.rebuild(new))
+
+
+def _split(carries, values) -> list:
+    """Regroup a flat list of loop values by carried value."""
+    values, groups, at = list(values), [], 0
+    for carry in carries:
+        groups.append(values[at:at + carry.width])
+        at += carry.width
+    return groups
 
 
 @handles("scf.if")

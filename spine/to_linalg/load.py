@@ -19,9 +19,13 @@ from . import builders as b
 from . import index_math as im
 from . import materialize
 from . import states as st
+from .block_pointers import as_pointer_and_mask, boundary_check
 from .converter import handles
 from .memory import Window, mask_bit, mask_bytes, pointer_view, split_operands
 from .types import element_type, shape_of
+
+
+PAD_NAN = 2  # triton's PaddingOption
 
 
 @handles("tt.load")
@@ -33,6 +37,13 @@ def convert_load(conv, op):
     result = op.results[0]
     if isinstance(ptr, st.PointerState) and not ptr.shape:
         conv.bind(result, _scalar_load(conv, ptr, parts["mask"], parts["other"]))
+        return
+    if isinstance(ptr, st.BlockPointer):
+        ptr, mask = as_pointer_and_mask(ptr, boundary_check(op))
+        nan_padding = "padding" in op.attributes and ir.IntegerAttr(op.attributes["padding"]).value == PAD_NAN
+        elem = ptr.element_type
+        fill = arith.ConstantOp(elem, float("nan")).result if nan_padding else b.zero(elem)
+        conv.bind(result, _structured_load(ptr, mask, fill))
         return
     if not isinstance(ptr, (st.PointerState, st.GatherPointer)):
         raise conv.unsupported(op, "load through a pointer of unknown origin")

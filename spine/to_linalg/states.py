@@ -7,6 +7,7 @@ immutable states record the recognised structure:
     AffineIndex   value[i] = offset + sum_d strides[d] * i[d]        integer tensors from make_range/splat
     PointerState  address[i] = base + offset + sum_d strides[d]*i[d] structured pointer tensors (or scalars)
     GatherPointer address[i] = base + offsets[i]                     any other pointer tensor
+    BlockPointer  a block at per-dim offsets in a (shape, strides) view tl.make_block_ptr
     MaskState     mask[i] = and_d (lo[d] <= i[d] < hi[d])            masks from comparisons of AffineIndex
     SplatValue    value[i] = scalar                                  non-integer splats (e.g. `other=0.0`)
     Recomputed    a boolean tensor op, emitted again at each use
@@ -44,6 +45,18 @@ class PointerState:
     shape: Tuple[int, ...]           # () for a scalar pointer
     offset: Index                    # in elements
     strides: Tuple[Index, ...]
+
+
+@dataclass(frozen=True)
+class BlockPointer:
+    """tl.make_block_ptr: a block of `block_shape` at `offsets` inside a (shape, strides) tensor view."""
+    base: ir.Value
+    element_type: ir.Type
+    block_shape: Tuple[int, ...]
+    shape: Tuple[Index, ...]
+    strides: Tuple[Index, ...]
+    offsets: Tuple[Index, ...]
+    base_offset: Index = 0           # elements the base pointer was already advanced by
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from . import builders as b
 from . import index_math as im
 from . import materialize
 from . import states as st
+from .block_pointers import as_pointer_and_mask, boundary_check
 from .converter import handles
 from .memory import Window, mask_bit, mask_bytes, pointer_view, split_operands
 
@@ -19,6 +20,8 @@ def convert_store(conv, op):
     parts = split_operands(op, ("ptr", "value", "mask"))
     ptr = conv.state(parts["ptr"])
     mask = conv.state(parts["mask"]) if parts["mask"] is not None else None
+    if isinstance(ptr, st.BlockPointer):
+        ptr, mask = as_pointer_and_mask(ptr, boundary_check(op))
     if not isinstance(ptr, (st.PointerState, st.GatherPointer)):
         raise conv.unsupported(op, "store through a pointer of unknown origin")
     conv.written_args.add(conv.argument_of[ptr.base])
