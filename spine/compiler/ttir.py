@@ -1,7 +1,7 @@
 """Stage `ttir`: triton's own TTIR clean-up passes.
 
-Block pointers and tensor descriptors are kept as they are: their structure is what lets the
-conversion emit strided, vectorisable copies.
+Block pointers are kept as they are: their structure is what lets the conversion emit strided,
+vectorisable copies. Tensor descriptors are rewritten into masked pointer arithmetic here.
 """
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ def run_ttir_passes(mod, metadata):
     pm = ir.pass_manager(mod.context)
     pm.enable_debug()
     passes.common.add_inliner(pm)
+    # Tensor descriptors become pointer arithmetic with masks, which the conversion recognises as
+    # structured block copies (there is no TMA engine to target).
+    passes.ttir.add_rewrite_tensor_descriptor_to_pointer(pm)
     passes.common.add_canonicalizer(pm)
     passes.ttir.add_combine(pm)
     passes.ttir.add_reorder_broadcast(pm)
