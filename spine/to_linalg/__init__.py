@@ -11,7 +11,7 @@ Where each TTIR op is handled:
     tt.reduce                                                    reduce.py
     tt.scan                                                      scan.py
     tt.atomic_rmw, tt.atomic_cas                                 atomics.py
-    scf.for, scf.if                                              control_flow.py
+    scf.for, scf.if, scf.while                                   control_flow.py
     tt.extern_elementwise (libdevice)                            extern.py
     arith.*, math.*                                              arith.py
 The structure these handlers track (pointer, index and mask states) is in states.py.

@@ -33,6 +33,16 @@ class Carried:
             return [_as_gather(state).offsets]
         return [state]
 
+    def types(self, ttir_type: ir.Type) -> list:
+        """Types of the values this carry travels as (a plain value keeps its TTIR type)."""
+        if self.kind == "offset":
+            return [ir.IndexType.get()]
+        if self.kind == "offsets":
+            return [ir.IndexType.get()] * len(self.template.offsets)
+        if self.kind == "gather":
+            return [self.template.offsets.type]
+        return [ttir_type]
+
     @property
     def width(self) -> int:
         return len(self.template.offsets) if self.kind == "offsets" else 1
@@ -165,4 +175,65 @@ def convert_if(conv, op):
     for old, new in zip(op.results, branch.results):
         conv.bind(old, new)
 
+
+
+
+@handles("scf.while")
+def convert_while(conv, op):
+    """scf.while: values enter the `before` region (carried like loop values), the condition forwards
+    values to the `after` region and the results. Forwarded values keep the carry of the loop value at the
+    same position when their structure matches it, else travel as plain values or gathers."""
+    conv.loop_counter += 1
+    loop_id = conv.loop_counter
+    before_block, after_block = op.regions[0].blocks[0], op.regions[1].blocks[0]
+    carries, init_values = [], []
+    for i, v in enumerate(op.operands):
+        state = conv.state(v)
+        carry = _carry_for(conv, state, (loop_id, i))
+        if carry.kind == "value":
+            state = conv.concrete(v)
+        carries.append(carry)
+        init_values += carry.initial(state)
+
+    forwarded = _forwarded_carries(conv, op, carries, loop_id)
+    result_types = [t for carry, r in zip(forwarded, op.results) for t in carry.types(r.type)]
+    loop = scf.WhileOp(result_types, init_values)
+    before = loop.before.blocks.append(*[v.type for v in init_values])
+    after = loop.after.blocks.append(*result_types)
+    for carry, old, new in zip(carries, before_block.arguments, _split(carries, before.arguments)):
+        conv.bind(old, carry.rebuild(new))
+    with ir.InsertionPoint(before):
+        condition = _convert_body(conv, before_block)
+        passed = []
+        for i, (carry, value) in enumerate(zip(forwarded, list(condition.operands)[1:])):
+            passed += _yielded(conv, carry, value, (loop_id, ("forwarded", i)))
+        scf.ConditionOp(conv.concrete(condition.operands[0]), passed)
+    for carry, old, new in zip(forwarded, after_block.arguments, _split(forwarded, after.arguments)):
+        conv.bind(old, carry.rebuild(new))
+    with ir.InsertionPoint(after):
+        terminator = _convert_body(conv, after_block)
+        yielded = []
+        for i, (carry, value) in enumerate(zip(carries, terminator.operands)):
+            yielded += _yielded(conv, carry, value, (loop_id, i))
+        scf.YieldOp(yielded)
+    for carry, old, new in zip(forwarded, op.results, _split(forwarded, loop.results)):
+        conv.bind(old, carry.rebuild(new))
+
+
+def _forwarded_carries(conv, op, carries, loop_id) -> list:
+    """Carries of the values scf.condition forwards: the loop value's carry at the same position when
+    the structure matches (the common `while` shape), otherwise as plain values or gathers."""
+    out = []
+    for i, result in enumerate(op.results):
+        carry = carries[i] if i < len(carries) else None
+        if carry is not None and carry.kind in ("offset", "offsets", "gather") and \
+                (loop_id, ("forwarded", i)) not in conv.forced_gather:
+            out.append(carry)
+        elif is_pointer(result.type):
+            if carry is None or carry.kind == "value":
+                raise conv.unsupported(op, "a while loop forwarding a pointer it does not carry")
+            out.append(Carried("gather", _as_gather(carry.template)))
+        else:
+            out.append(Carried("value"))
+    return out
 

@@ -53,3 +53,51 @@ def test_loop_carried_pointer_with_changing_strides(target):
     strides_change_in_loop_kernel[(1,)](x, out, BLOCK=16)
     i = torch.arange(16)
     torch.testing.assert_close(out, x[i] + x[2 * i] + x[3 * i])
+
+
+@triton.jit
+def collatz_steps_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # Nested while loops over scalars, with loads and stores through scalar pointers.
+    idx = tl.program_id(0) * BLOCK
+    while idx < tl.minimum(n, (tl.program_id(0) + 1) * BLOCK):
+        v = tl.load(x_ptr + idx)
+        steps = 0
+        while v != 1:
+            v = tl.where(v % 2 == 0, v // 2, 3 * v + 1)
+            steps += 1
+        tl.store(out_ptr + idx, steps)
+        idx += 1
+
+
+def test_while_loops(target):
+    x = torch.randint(1, 60, (20,), dtype=torch.int32)
+    out = torch.empty(20, dtype=torch.int32)
+    collatz_steps_kernel[(3,)](x, out, 20, BLOCK=8)
+
+    def steps(v):
+        count = 0
+        while v != 1:
+            v = v // 2 if v % 2 == 0 else 3 * v + 1
+            count += 1
+        return count
+    assert out.tolist() == [steps(int(v)) for v in x]
+
+
+@triton.jit
+def while_pointer_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # A pointer tensor advanced in a while loop keeps its structure.
+    ptrs = x_ptr + tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    start = 0
+    while start < n:
+        acc += tl.load(ptrs, mask=start + tl.arange(0, BLOCK) < n, other=0.0)
+        ptrs += BLOCK
+        start += BLOCK
+    tl.store(out_ptr, tl.sum(acc, axis=0))
+
+
+def test_pointer_carried_by_a_while_loop(target):
+    x = torch.randn(70)
+    out = torch.empty(1)
+    while_pointer_kernel[(1,)](x, out, 70, BLOCK=16)
+    torch.testing.assert_close(out[0], x.sum(), rtol=1e-5, atol=1e-5)
