@@ -1,11 +1,11 @@
 /* The guest side of Spine's QEMU execution: a long-lived riscv64 process that loads kernel shared objects
  * and runs their grids, so a launch under emulation costs one pipe round trip rather than a process start.
  *
- * Usage: spine-kernel-server <arena file> <arena bytes>
+ * Usage: spine-kernel-server <arena file> <arena bytes> <request fd> <reply fd>
  * The arena is a file in /dev/shm that the host maps too: kernel arguments are copied there by the host,
  * and pointer arguments arrive as offsets into it.
  *
- * Protocol on stdin/stdout, little-endian:
+ * Protocol on the two pipe descriptors, little-endian:
  *   request  = u32 command, u32 payload length, payload
  *   response = i32 status,  u32 payload length, payload   (status 0: success)
  *   LOAD payload: path of a .so (host and guest share the filesystem); response payload: u32 handle,
@@ -33,11 +33,14 @@ enum { CMD_LOAD = 1, CMD_RUN = 2, CMD_PING = 3 };
 static spine_entry_fn kernels[MAX_KERNELS];
 static uint32_t num_kernels;
 static uint8_t *arena;
+/* The protocol has pipes of its own, so whatever kernels or libraries print to stdout reaches the user's
+ * terminal instead of corrupting replies. */
+static int request_fd = -1, reply_fd = -1;
 
 static int read_full(void *buf, size_t n) {
     uint8_t *p = buf;
     while (n) {
-        ssize_t r = read(0, p, n);
+        ssize_t r = read(request_fd, p, n);
         if (r <= 0) return -1;
         p += r;
         n -= (size_t)r;
@@ -48,7 +51,7 @@ static int read_full(void *buf, size_t n) {
 static void write_full(const void *buf, size_t n) {
     const uint8_t *p = buf;
     while (n) {
-        ssize_t w = write(1, p, n);
+        ssize_t w = write(reply_fd, p, n);
         if (w <= 0) exit(2);
         p += w;
         n -= (size_t)w;
@@ -137,10 +140,12 @@ static void handle_run(uint8_t *payload, uint32_t len) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s <arena file> <arena bytes>\n", argv[0]);
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s <arena file> <arena bytes> <request fd> <reply fd>\n", argv[0]);
         return 2;
     }
+    request_fd = atoi(argv[3]);
+    reply_fd = atoi(argv[4]);
     size_t size = strtoull(argv[2], NULL, 10);
     int fd = open(argv[1], O_RDWR);
     if (fd < 0) { perror("open arena"); return 2; }

@@ -72,14 +72,22 @@ class QemuServer:
             raise RuntimeError(f"{GUEST_SYSROOT} is missing: install Debian's libc6-riscv64-cross")
         fd, path = tempfile.mkstemp(prefix="spine-arena-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
         self.stderr = tempfile.TemporaryFile()
+        self.proc = self.request_fd = self.reply_fd = None
         try:
             os.ftruncate(fd, arena_bytes)
             self.arena = mmap.mmap(fd, arena_bytes)
             self.arena_addr = ctypes.addressof(ctypes.c_char.from_buffer(self.arena))
+            request_read, self.request_fd = os.pipe()
+            self.reply_fd, reply_write = os.pipe()
             cmd = [qemu_binary(), "-L", GUEST_SYSROOT, "-cpu", os.environ.get("SPINE_QEMU_CPU", QEMU_CPU),
-                   *trace_arguments(), guest_kernel_server(), path, str(arena_bytes)]
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-                                         preexec_fn=_no_core_files)
+                   *trace_arguments(), guest_kernel_server(), path, str(arena_bytes), str(request_read),
+                   str(reply_write)]
+            try:
+                self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=self.stderr,
+                                             pass_fds=(request_read, reply_write), preexec_fn=_no_core_files)
+            finally:
+                os.close(request_read)
+                os.close(reply_write)
             status, payload = self._read_reply(timeout=60)
             if status != 0:
                 raise RuntimeError(f"QEMU kernel server failed to start: {payload!r}")
@@ -100,12 +108,18 @@ class QemuServer:
             proc.kill()
             proc.wait()
         self.proc = None
+        for name in ("request_fd", "reply_fd"):
+            fd = getattr(self, name, None)
+            if fd is not None:
+                os.close(fd)
+                setattr(self, name, None)
 
     def request(self, command: int, payload: bytes, timeout: float | None = None) -> bytes:
+        message = struct.pack("<II", command, len(payload)) + payload
         try:
-            self.proc.stdin.write(struct.pack("<II", command, len(payload)) + payload)
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
+            while message:
+                message = message[os.write(self.request_fd, message):]
+        except OSError:
             pass  # the reply read below reports the dead server
         status, body = self._read_reply(timeout)
         if status != 0:
@@ -114,7 +128,7 @@ class QemuServer:
 
     def _read_exact(self, n: int, timeout: float | None) -> bytes:
         out = bytearray()
-        fd = self.proc.stdout.fileno()
+        fd = self.reply_fd
         while len(out) < n:
             ready, _, _ = select.select([fd], [], [], timeout)
             if not ready:
