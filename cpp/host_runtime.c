@@ -1,5 +1,6 @@
 /* In-process runtime for the host target, called from Python through ctypes (which drops the GIL for
- * the call, so the pool's threads run freely). */
+ * the call, so the pool's threads run freely). Loaded with RTLD_GLOBAL: kernels bind to the device
+ * print/assert functions of device_io.c in it. */
 #include "grid.h"
 
 int spine_host_run_grid(void *entry, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads) {

@@ -7,7 +7,8 @@
  *
  * Protocol on the two pipe descriptors, little-endian:
  *   request  = u32 command, u32 payload length, payload
- *   response = i32 status,  u32 payload length, payload   (status 0: success)
+ *   response = i32 status,  u32 payload length, payload   (status 0: success, 1: error, 2: device
+ *              assertion failed, with its message)
  *   LOAD payload: path of a .so (host and guest share the filesystem); response payload: u32 handle,
  *                 u64 start and end of the kernel's executable code (for instruction tracing)
  *   RUN  payload: u32 handle, i32 gx, gy, gz, i32 threads, u32 nargs, u8 kind[nargs] (1: arena offset),
@@ -25,9 +26,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "device_io.h"
 #include "grid.h"
 
 enum { CMD_LOAD = 1, CMD_RUN = 2, CMD_PING = 3 };
+enum { STATUS_ASSERTION = 2 };  /* a device assertion failed during RUN; payload: its message */
 #define MAX_KERNELS 4096
 
 static spine_entry_fn kernels[MAX_KERNELS];
@@ -136,6 +139,11 @@ static void handle_run(uint8_t *payload, uint32_t len) {
     free(values);
     free(args);
     if (rc) return reply_error("grid launch failed", strerror(rc));
+    char message[1024];
+    if (spine_take_assert_failure(message, sizeof message)) {
+        reply(STATUS_ASSERTION, message, (uint32_t)strlen(message));
+        return;
+    }
     reply(0, NULL, 0);
 }
 

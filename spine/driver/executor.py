@@ -9,6 +9,8 @@ import ctypes
 import os
 from dataclasses import dataclass, field
 
+from ..errors import DeviceAssertionError
+
 
 _CORES = os.cpu_count() or 1
 
@@ -37,9 +39,11 @@ class NativeExecutor:
 
     def __init__(self):
         from .toolchain import host_runtime_library
-        self.runtime = ctypes.CDLL(host_runtime_library())
+        self.runtime = ctypes.CDLL(host_runtime_library(), mode=os.RTLD_GLOBAL)
         self.runtime.spine_host_run_grid.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int32] * 4
         self.runtime.spine_host_run_grid.restype = ctypes.c_int
+        self.runtime.spine_take_assert_failure.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        self.runtime.spine_take_assert_failure.restype = ctypes.c_int
 
     def load(self, name: str, so_path: str) -> LoadedKernel:
         lib = ctypes.CDLL(so_path, mode=os.RTLD_LOCAL)
@@ -56,3 +60,6 @@ class NativeExecutor:
                                               default_num_threads())
         if rc:
             raise RuntimeError(f"launching kernel '{kernel.name}' failed: {os.strerror(rc)}")
+        message = ctypes.create_string_buffer(1024)
+        if self.runtime.spine_take_assert_failure(message, len(message)):
+            raise DeviceAssertionError(f"kernel '{kernel.name}': device assertion failed: {message.value.decode()}")

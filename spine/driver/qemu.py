@@ -20,10 +20,11 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
-from ..errors import KernelFault
+from ..errors import DeviceAssertionError, KernelFault
 from .executor import LoadedKernel, default_num_threads
 
 CMD_LOAD, CMD_RUN, CMD_PING = 1, 2, 3
+STATUS_ASSERTION = 2
 QEMU_CPU = "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0,Zfh=true,zba=true,zbb=true,zbs=true"
 GUEST_SYSROOT = "/usr/riscv64-linux-gnu"
 ALIGN = 64
@@ -122,6 +123,8 @@ class QemuServer:
         except OSError:
             pass  # the reply read below reports the dead server
         status, body = self._read_reply(timeout)
+        if status == STATUS_ASSERTION:
+            raise DeviceAssertionError(f"device assertion failed: {body.decode(errors='replace')}")
         if status != 0:
             raise RuntimeError(body.decode(errors="replace"))
         return body
@@ -241,6 +244,13 @@ class QemuExecutor:
             except KernelFault as fault:
                 self.shutdown()
                 raise KernelFault(f"kernel '{kernel.name}': {fault}") from None
-            for span in spans.values():
-                if span.written:
-                    ctypes.memmove(span.lo, server.arena_addr + span.arena_offset, span.hi - span.lo)
+            except DeviceAssertionError as failure:
+                self._copy_back(server, spans)  # what the kernel wrote is visible, as on a GPU
+                raise DeviceAssertionError(f"kernel '{kernel.name}': {failure}") from None
+            self._copy_back(server, spans)
+
+    @staticmethod
+    def _copy_back(server: QemuServer, spans) -> None:
+        for span in spans.values():
+            if span.written:
+                ctypes.memmove(span.lo, server.arena_addr + span.arena_offset, span.hi - span.lo)

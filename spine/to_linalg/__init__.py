@@ -13,6 +13,7 @@ Where each TTIR op is handled:
     tt.atomic_rmw, tt.atomic_cas                                 atomics.py
     scf.for, scf.if, scf.while                                   control_flow.py
     tt.extern_elementwise (libdevice)                            extern.py
+    tt.print, tt.assert                                          debug_ops.py
     arith.*, math.*                                              arith.py
 The structure these handlers track (pointer, index and mask states) is in states.py.
 """
@@ -24,8 +25,8 @@ from mlir import ir
 
 from ..errors import SpineCompilationError
 # Importing the handler modules registers them.
-from . import (arith, atomics, block_pointers, control_flow, dot, extern, function, load, pointers, reduce, scan,  # noqa: F401
-               store, tensor_ops)
+from . import (arith, atomics, block_pointers, control_flow, debug_ops, dot, extern, function, load,  # noqa: F401
+               pointers, reduce, scan, store, tensor_ops)
 from .converter import Converter, RetryWithGather
 
 MAX_RETRIES = 16

@@ -65,6 +65,7 @@ class Converter:
     argument_views: dict = field(default_factory=dict)
     module: object = None                                 # the module being built
     declared: dict = field(default_factory=dict)
+    strings: dict = field(default_factory=dict)           # constant strings → their memref.global
 
     # -------------------------------------------------------------------------------------- value map
     def state(self, value: ir.Value):

@@ -1,0 +1,64 @@
+/* Device print and assert for kernels. Lines are printed whole under a lock so that program instances
+ * running on several threads do not interleave characters; a failed assertion is recorded (the first
+ * one wins) and reported by the launcher after the grid finished, as GPUs report device asserts. */
+#include "device_io.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+static pthread_mutex_t print_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t assert_lock = PTHREAD_MUTEX_INITIALIZER;
+static int assert_failed;
+static char assert_message[1024];
+
+static void print_head(int64_t prefix, int32_t px, int32_t py, int32_t pz, int64_t index, int32_t operand) {
+    /* triton's prefix starts with a space and ends with ": " */
+    printf("pid (%d, %d, %d)", px, py, pz);
+    if (index >= 0) printf(" idx (%" PRId64 ")", index);
+    printf("%s", (const char *)(intptr_t)prefix);
+    if (operand >= 0) printf("(operand %d) ", operand);
+}
+
+void spine_print_f64(int64_t prefix, int32_t px, int32_t py, int32_t pz, int64_t index, int32_t operand,
+                     double value) {
+    pthread_mutex_lock(&print_lock);
+    print_head(prefix, px, py, pz, index, operand);
+    printf("%f\n", value);
+    fflush(stdout);
+    pthread_mutex_unlock(&print_lock);
+}
+
+void spine_print_i64(int64_t prefix, int32_t px, int32_t py, int32_t pz, int64_t index, int32_t operand,
+                     int64_t value, int32_t is_signed, int32_t hex) {
+    pthread_mutex_lock(&print_lock);
+    print_head(prefix, px, py, pz, index, operand);
+    if (hex) printf("0x%" PRIx64 "\n", (uint64_t)value);
+    else if (is_signed) printf("%" PRId64 "\n", value);
+    else printf("%" PRIu64 "\n", (uint64_t)value);
+    fflush(stdout);
+    pthread_mutex_unlock(&print_lock);
+}
+
+void spine_assert_fail(int64_t message, int32_t px, int32_t py, int32_t pz, int64_t index) {
+    pthread_mutex_lock(&assert_lock);
+    if (!assert_failed) {
+        assert_failed = 1;
+        snprintf(assert_message, sizeof assert_message, "%s (pid (%d, %d, %d), idx (%" PRId64 "))",
+                 (const char *)(intptr_t)message, px, py, pz, index);
+    }
+    pthread_mutex_unlock(&assert_lock);
+}
+
+int spine_take_assert_failure(char *buffer, size_t size) {
+    pthread_mutex_lock(&assert_lock);
+    int failed = assert_failed;
+    if (failed && size) {
+        strncpy(buffer, assert_message, size - 1);
+        buffer[size - 1] = 0;
+    }
+    assert_failed = 0;
+    pthread_mutex_unlock(&assert_lock);
+    return failed;
+}
