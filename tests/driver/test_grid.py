@@ -41,3 +41,24 @@ def test_bad_thread_count(target, monkeypatch):
     out = torch.zeros(3, dtype=torch.int32)
     with pytest.raises(ValueError, match="SPINE_NUM_THREADS"):
         grid_ids_kernel[(1,)](out)
+
+
+@pytest.mark.skipif(__import__("platform").machine() == "riscv64", reason="the arena exists only under QEMU")
+def test_qemu_arena_grows_for_large_arguments(monkeypatch):
+    from spine.driver import CPUDriver
+    from spine.driver.cpu_driver import _executor_for
+    from spine.targets import riscv64_target
+    from tests.kernels import add_kernel
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    executor = _executor_for(riscv64_target())
+    executor.shutdown()
+    monkeypatch.setenv("SPINE_ARENA_MB", "1")
+    small = torch.rand(1000)
+    out = torch.empty(1000)
+    add_kernel[(1,)](small, small, out, 1000, BLOCK=1024)
+    assert executor.server.arena_bytes == 1 << 20
+    n = 300_000  # three tensors of 1.2 MB
+    x, y, res = torch.rand(n), torch.rand(n), torch.empty(n)
+    add_kernel[(triton.cdiv(n, 4096),)](x, y, res, n, BLOCK=4096)
+    torch.testing.assert_close(res, x + y)
+    assert executor.server.arena_bytes >= 3 * n * 4
