@@ -10,14 +10,28 @@ from triton.backends.driver import DriverBase
 
 from ..cache import atomic_write_bytes, cache_dir
 from ..options import environment_switch_values
-from ..targets import Target, target_from_name
+from ..targets import Target, host_target, riscv64_target, target_from_name
 from .launcher import CPULauncher
 
 
 # (target, environment switches) → the device index triton keys its in-memory kernel cache by. Process-wide,
 # because triton's JIT functions keep their caches across driver instances.
 _DEVICE_INDEX: dict = {}
-_DEVICE_TARGET: dict = {}
+
+
+_ELF_MACHINES = {243: "riscv64", 62: "x86_64", 183: "aarch64"}
+
+
+def target_of_binary(kernel: bytes) -> Target:
+    machine = _ELF_MACHINES.get(int.from_bytes(kernel[18:20], "little")) if kernel[:4] == b"\x7fELF" else None
+    if machine is None:
+        raise RuntimeError("the kernel binary is not an ELF shared object for riscv64, x86-64 or aarch64")
+    if machine == "riscv64":
+        return riscv64_target()
+    host = host_target()
+    if machine != host.arch:
+        raise RuntimeError(f"the kernel was compiled for {machine}; this machine is {host.arch}")
+    return host
 
 
 @functools.lru_cache(maxsize=None)
@@ -38,7 +52,9 @@ class CPUUtils:
         self.driver = driver
 
     def load_binary(self, name, kernel: bytes, shared, device):
-        target = self.driver.target_for_device(device)
+        # The binary says what it was built for: kernels compiled elsewhere (Inductor's compile workers,
+        # another process's cache) run where they can, whatever this driver's current target.
+        target = target_of_binary(kernel)
         digest = hashlib.sha256(kernel).hexdigest()[:24]
         path = os.path.join(cache_dir(), "kernels", f"{name[:80]}-{digest}.so")
         if not os.path.exists(path):
@@ -87,11 +103,7 @@ class CPUDriver(DriverBase):
         index = _DEVICE_INDEX.get(key)
         if index is None:
             index = _DEVICE_INDEX[key] = len(_DEVICE_INDEX)
-            _DEVICE_TARGET[index] = self.target
         return index
-
-    def target_for_device(self, device) -> Target:
-        return _DEVICE_TARGET.get(device) or self.target
 
     def set_current_device(self, device):
         pass
