@@ -3,7 +3,8 @@
 Where each TTIR op is handled:
     tt.func, tt.return, tt.get_program_id, tt.get_num_programs   function.py
     tt.make_range, tt.splat, tt.broadcast, tt.expand_dims,
-    tt.trans, tt.reshape                                         tensor_ops.py
+    tt.trans, tt.reshape, tt.join, tt.split, tt.cat              tensor_ops.py
+    tt.gather, tt.histogram                                      indexing.py
     tt.dot                                                       dot.py
     tt.addptr, tt.bitcast                                        pointers.py
     tt.make_tensor_ptr, tt.advance (block pointers)              block_pointers.py
@@ -25,8 +26,8 @@ from mlir import ir
 
 from ..errors import SpineCompilationError
 # Importing the handler modules registers them.
-from . import (arith, atomics, block_pointers, control_flow, debug_ops, dot, extern, function, load,  # noqa: F401
-               pointers, reduce, scan, store, tensor_ops)
+from . import (arith, atomics, block_pointers, control_flow, debug_ops, dot, extern, function,  # noqa: F401
+               indexing, load, pointers, reduce, scan, store, tensor_ops)
 from .converter import Converter, RetryWithGather
 
 MAX_RETRIES = 16

@@ -150,3 +150,53 @@ def _product(shape) -> int:
 def _reassociation(groups) -> ir.ArrayAttr:
     i64 = ir.IntegerType.get_signless(64)
     return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
+
+
+def _insert_slice(piece: ir.Value, into: ir.Value, offsets, sizes) -> ir.Value:
+    rank = len(sizes)
+    return tensor.InsertSliceOp(piece, into, [], [], [], ir.DenseI64ArrayAttr.get(list(offsets)),
+                                ir.DenseI64ArrayAttr.get(list(sizes)), ir.DenseI64ArrayAttr.get([1] * rank)).result
+
+
+@handles("tt.join")
+def convert_join(conv, op):
+    """tl.join(a, b): a new minor dim of size 2 holding a and b."""
+    shape = shape_of(op.results[0].type)
+    out = b.empty(shape, element_type(op.results[0].type))
+    for k, operand in enumerate(op.operands):
+        value = conv.concrete(operand)
+        piece = _expand_shape(value, len(shape) - 1, shape[:-1] + (1,)) if shape[:-1] else \
+            tensor.ExpandShapeOp(ir.RankedTensorType.get([1], element_type(value.type)), value, ir.ArrayAttr.get([]),
+                                 [], ir.DenseI64ArrayAttr.get([1])).result
+        out = _insert_slice(piece, out, [0] * (len(shape) - 1) + [k], list(shape[:-1]) + [1])
+    conv.bind(op.results[0], out)
+
+
+@handles("tt.split")
+def convert_split(conv, op):
+    """tl.split(x): the two halves of x's minor dim of size 2."""
+    value = conv.concrete(op.operands[0])
+    shape = shape_of(value.type)
+    for k, result in enumerate(op.results):
+        ty = result.type if isinstance(result.type, ir.RankedTensorType) else \
+            ir.RankedTensorType.get([], element_type(value.type))
+        piece = tensor.ExtractSliceOp(ty, value, [], [], [], ir.DenseI64ArrayAttr.get([0] * (len(shape) - 1) + [k]),
+                                      ir.DenseI64ArrayAttr.get(list(shape[:-1]) + [1]),
+                                      ir.DenseI64ArrayAttr.get([1] * len(shape))).result
+        if not isinstance(result.type, ir.RankedTensorType):
+            piece = tensor.ExtractOp(piece, []).result
+        conv.bind(result, piece)
+
+
+@handles("tt.cat")
+def convert_cat(conv, op):
+    """tl.cat(a, b): a then b along dim 0."""
+    shape = shape_of(op.results[0].type)
+    out = b.empty(shape, element_type(op.results[0].type))
+    at = 0
+    for operand in op.operands:
+        value = conv.concrete(operand)
+        part = shape_of(value.type)
+        out = _insert_slice(value, out, [at] + [0] * (len(part) - 1), part)
+        at += part[0]
+    conv.bind(op.results[0], out)

@@ -1,0 +1,80 @@
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def interleave_kernel(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    y = tl.load(y_ptr + offs)
+    pairs = tl.join(x, y)                       # [BLOCK, 2]
+    tl.store(out_ptr + tl.arange(0, 2 * BLOCK), tl.reshape(pairs, (2 * BLOCK,)))
+
+
+def test_join_interleaves(target):
+    x, y = torch.randn(16), torch.randn(16)
+    out = torch.empty(32)
+    interleave_kernel[(1,)](x, y, out, BLOCK=16)
+    torch.testing.assert_close(out, torch.stack([x, y], dim=1).reshape(-1))
+
+
+@triton.jit
+def deinterleave_kernel(xy_ptr, re_ptr, im_ptr, BLOCK: tl.constexpr):
+    pairs = tl.reshape(tl.load(xy_ptr + tl.arange(0, 2 * BLOCK)), (BLOCK, 2))
+    re, im = tl.split(pairs)
+    offs = tl.arange(0, BLOCK)
+    tl.store(re_ptr + offs, re)
+    tl.store(im_ptr + offs, im)
+
+
+def test_split_deinterleaves(target):
+    xy = torch.randn(32)
+    re, im = torch.empty(16), torch.empty(16)
+    deinterleave_kernel[(1,)](xy, re, im, BLOCK=16)
+    torch.testing.assert_close(re, xy[0::2])
+    torch.testing.assert_close(im, xy[1::2])
+
+
+@triton.jit
+def cat_kernel(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    both = tl.cat(tl.load(x_ptr + offs), tl.load(y_ptr + offs), can_reorder=True)
+    tl.store(out_ptr, tl.sum(both, axis=0))
+
+
+def test_cat(target):
+    x, y = torch.randn(16), torch.randn(16)
+    out = torch.empty(1)
+    cat_kernel[(1,)](x, y, out, BLOCK=16)
+    torch.testing.assert_close(out[0], x.sum() + y.sum(), rtol=1e-5, atol=1e-5)
+
+
+@triton.jit
+def gather_rows_kernel(x_ptr, idx_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr):
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    x = tl.load(x_ptr + rm[:, None] * N + rn[None, :])
+    idx = tl.load(idx_ptr + rm[:, None] * N + rn[None, :])
+    tl.store(out_ptr + rm[:, None] * N + rn[None, :], tl.gather(x, idx, 0))
+
+
+def test_gather_along_axis(target):
+    x = torch.randn(8, 4)
+    idx = torch.randint(0, 8, (8, 4), dtype=torch.int32)
+    out = torch.empty(8, 4)
+    gather_rows_kernel[(1,)](x, idx, out, M=8, N=4)
+    torch.testing.assert_close(out, torch.gather(x, 0, idx.long()))
+
+
+@triton.jit
+def histogram_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr, BINS: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.store(out_ptr + tl.arange(0, BINS), tl.histogram(x, BINS))
+
+
+def test_histogram(target):
+    x = torch.randint(0, 10, (64,), dtype=torch.int32)
+    out = torch.empty(8, dtype=torch.int32)
+    histogram_kernel[(1,)](x, out, BLOCK=64, BINS=8)
+    torch.testing.assert_close(out, torch.bincount(x, minlength=10)[:8].int())
