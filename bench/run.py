@@ -60,23 +60,23 @@ def cases(target: str, quick: bool):
     small = target == "riscv64" and platform.machine() != "riscv64"
     n = 1 << (16 if small or quick else 22)
     x, y, out = torch.rand(n), torch.rand(n), torch.empty(n)
-    yield (f"vector add fp32 n={n}", 3 * n * 4,
+    yield (f"vector add fp32 n={n}", (3 * n * 4, "GB/s"),
            lambda: add_kernel[(triton.cdiv(n, 4096),)](x, y, out, n, BLOCK=4096), lambda: torch.add(x, y, out=out))
     rows, cols = (64, 781) if small or quick else (4096, 781)
     a = torch.randn(rows, cols)
     b = torch.empty_like(a)
-    yield (f"softmax fp32 {rows}x{cols}", 2 * rows * cols * 4,
+    yield (f"softmax fp32 {rows}x{cols}", (2 * rows * cols * 4, "GB/s"),
            lambda: softmax_kernel[(rows,)](b, a, a.stride(0), b.stride(0), cols, BLOCK=1024),
            lambda: torch.softmax(a, dim=1))
     s = 64 if small or quick else 512
     ma, mb, mc = torch.randn(s, s), torch.randn(s, s), torch.empty(s, s)
-    yield (f"matmul fp32 {s}x{s}x{s}", 3 * s * s * 4,
+    yield (f"matmul fp32 {s}x{s}x{s}", (2 * s ** 3, "GFLOP/s"),
            lambda: matmul_kernel[(s // 32, s // 32)](ma, mb, mc, s, s, s, s, 1, s, 1, s, 1, BM=32, BN=32, BK=32),
            lambda: torch.matmul(ma, mb, out=mc))
     m = 256 if small or quick else 2048
     t = torch.randn(m, m)
     u = torch.empty(m, m)
-    yield (f"transpose fp32 {m}x{m}", 2 * m * m * 4,
+    yield (f"transpose fp32 {m}x{m}", (2 * m * m * 4, "GB/s"),
            lambda: transpose_kernel[(m // 32, m // 32)](t, u, m, m, t.stride(0), t.stride(1), u.stride(0),
                                                         u.stride(1), BM=32, BN=32),
            lambda: u.copy_(t.t()))
@@ -110,16 +110,16 @@ def main():
         overhead = timed(lambda: add_kernel[(1,)](one, one, res, 1, BLOCK=16), 200)
         print(f"| {target} | {cold * 1e3:.0f} ms | {warm * 1e3:.1f} ms | {overhead * 1e6:.0f} us |")
     print()
-    print("| target | kernel | Spine | torch | Spine / torch time | Spine GB/s |")
+    print("| target | kernel | Spine | torch | Spine / torch time | Spine throughput |")
     print("|---|---|---|---|---|---|")
     for target in ("host", "riscv64"):
         triton.runtime.driver.set_active(CPUDriver(target=target))
-        for name, nbytes, spine_fn, torch_fn in cases(target, args.quick):
+        for name, (work, unit), spine_fn, torch_fn in cases(target, args.quick):
             repeat = 5 if target == "riscv64" else 50
             t_spine = timed(spine_fn, repeat)
             t_torch = timed(torch_fn, repeat)
             print(f"| {target} | {name} | {t_spine * 1e3:.3f} ms | {t_torch * 1e3:.3f} ms | "
-                  f"{t_spine / t_torch:.2f} | {nbytes / t_spine / 1e9:.2f} |")
+                  f"{t_spine / t_torch:.2f} | {work / t_spine / 1e9:.2f} {unit} |")
     if platform.machine() != "riscv64":
         print()
         print("| riscv64 kernel (QEMU, VLEN 256) | guest instructions in the kernel, one launch |")
