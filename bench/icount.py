@@ -35,7 +35,8 @@ class _TraceReader(threading.Thread):
 
 
 def count_instructions(launch) -> int:
-    """Guest instructions executed inside the kernel by one call of `launch` (a riscv64 launch)."""
+    """Guest instructions executed inside the kernel by one call of `launch` (a riscv64 launch that
+    returns the CompiledKernel, or a LoadedKernel)."""
     from spine.driver.cpu_driver import _executor_for
     from spine.targets import riscv64_target
 
@@ -58,5 +59,6 @@ def count_instructions(launch) -> int:
                 else:
                     os.environ[k] = v
         reader.join(timeout=600)
-    lo, hi = compiled.function.state["text"]
+    loaded = getattr(compiled, "function", compiled)
+    lo, hi = loaded.state["text"]
     return sum(n for pc, n in reader.counts.items() if lo <= pc < hi)
