@@ -17,8 +17,6 @@ from .launcher import CPULauncher
 # (target, environment switches) → the device index triton keys its in-memory kernel cache by. Process-wide,
 # because triton's JIT functions keep their caches across driver instances.
 _DEVICE_INDEX: dict = {}
-
-
 _ELF_MACHINES = {243: "riscv64", 62: "x86_64", 183: "aarch64"}
 
 
@@ -48,9 +46,6 @@ def _executor_for(target: Target):
 class CPUUtils:
     """The `driver.utils` object triton's CompiledKernel talks to."""
 
-    def __init__(self, driver: "CPUDriver"):
-        self.driver = driver
-
     def load_binary(self, name, kernel: bytes, shared, device):
         # The binary says what it was built for: kernels compiled elsewhere (Inductor's compile workers,
         # another process's cache) run where they can, whatever this driver's current target.
@@ -75,7 +70,7 @@ class CPUDriver(DriverBase):
     def __init__(self, target: str | None = None):
         super().__init__()
         self._target_name = target
-        self.utils = CPUUtils(self)
+        self.utils = CPUUtils()
         self.launcher_cls = CPULauncher
 
     @property
