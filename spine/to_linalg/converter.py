@@ -15,7 +15,7 @@ from mlir import ir
 
 from ..errors import SpineCompilationError
 from . import materialize
-from .states import AffineIndex, GatherPointer, MaskState, PointerState, Recomputed, SplatValue
+from .states import BoolBytes, GatherPointer, PointerState
 from .types import is_bool
 
 HANDLERS: Dict[str, Callable] = {}
@@ -79,8 +79,8 @@ class Converter:
         state = self.state(value)
         if isinstance(state, (PointerState, GatherPointer)):
             raise self.unsupported_use(value, "a pointer used as a plain value")
-        if isinstance(state, Recomputed):
-            return self._emit_clone(state.op)[0]
+        if isinstance(state, BoolBytes):
+            return materialize.bool_from_bytes(state.value)
         if not isinstance(state, ir.Value):
             # Not memoised: each use gets its own single-use producer, which the elementwise fusion then
             # folds into the consumer (a shared producer would be bufferized into a temporary instead).
@@ -108,22 +108,17 @@ class Converter:
                 raise self.unsupported(op)
 
     def clone(self, op) -> None:
-        """Clone an upstream op at the insertion point with its operands made concrete. Boolean tensors
-        are cloned lazily, at each use (see Recomputed)."""
-        results = list(op.results)
-        if len(results) == 1 and isinstance(results[0].type, ir.RankedTensorType) and \
-                is_bool(results[0].type) and not op.regions:
-            self.bind(results[0], Recomputed(op))
-            return
-        for old, res in zip(results, self._emit_clone(op)):
-            self.bind(old, res)
-
-    def _emit_clone(self, op) -> list:
+        """Clone an upstream op at the insertion point with its operands made concrete (boolean tensors
+        are kept as BoolBytes)."""
         operands = [self.concrete(v) for v in op.operands]
         new = op.operation.clone()
         for i, v in enumerate(operands):
             new.operands[i] = v
-        return list(new.results)
+        for old, res in zip(op.results, new.results):
+            if isinstance(res.type, ir.RankedTensorType) and is_bool(res.type):
+                self.bind(old, BoolBytes(materialize.bytes_from_bool(res)))
+            else:
+                self.bind(old, res)
 
     def declare(self, name: str, inputs, results) -> str:
         """A private function declaration at the top of the module (once per name)."""

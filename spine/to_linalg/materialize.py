@@ -52,3 +52,14 @@ def concrete(state) -> ir.Value:
     if isinstance(state, SplatValue):
         return b.splat(state.scalar, state.shape) if state.shape else state.scalar
     raise TypeError(f"no concrete value for {type(state).__name__}")
+
+
+def bytes_from_bool(mask: ir.Value) -> ir.Value:
+    ty = ir.RankedTensorType.get(list(ir.RankedTensorType(mask.type).shape), ir.IntegerType.get_signless(8))
+    return arith.ExtUIOp(ty, mask).result
+
+
+def bool_from_bytes(data: ir.Value) -> ir.Value:
+    zero = b.splat(arith.ConstantOp(ir.IntegerType.get_signless(8), 0).result,
+                   ir.RankedTensorType(data.type).shape)
+    return arith.CmpIOp(arith.CmpIPredicate.ne, data, zero).result

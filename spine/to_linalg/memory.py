@@ -49,9 +49,8 @@ def pointer_view(ptr: st.PointerState) -> ir.Value:
 def mask_bytes(mask: ir.Value) -> ir.Value:
     """A mask tensor widened to i8 for element-by-element loops: the loops read it from memory, and MLIR
     cannot lower i1 buffers."""
-    from mlir.dialects import arith
-    ty = ir.RankedTensorType.get(list(ir.RankedTensorType(mask.type).shape), ir.IntegerType.get_signless(8))
-    return arith.ExtUIOp(ty, mask).result
+    from .materialize import bytes_from_bool
+    return bytes_from_bool(mask)
 
 
 def mask_bit(mask_bytes_tensor: ir.Value, ivs) -> ir.Value:

@@ -10,7 +10,7 @@ immutable states record the recognised structure:
     BlockPointer  a block at per-dim offsets in a (shape, strides) view tl.make_block_ptr
     MaskState     mask[i] = and_d (lo[d] <= i[d] < hi[d])            masks from comparisons of AffineIndex
     SplatValue    value[i] = scalar                                  non-integer splats (e.g. `other=0.0`)
-    Recomputed    a boolean tensor op, emitted again at each use
+    BoolBytes     a computed boolean tensor, kept as i8 (each use compares it to 0)
 
 The combinators are pure: they return a new state, or None when the structure is lost, in which case the
 converter materialises concrete tensors (materialize.py) and falls back to the general path.
@@ -80,11 +80,11 @@ class SplatValue:
 
 
 @dataclass(frozen=True)
-class Recomputed:
-    """A boolean tensor re-emitted at every use from its TTIR op. Each use then has its own single-use
-    producer, which elementwise fusion folds into the consumer; a shared i1 tensor would be kept in
-    memory, which MLIR's LLVM lowering cannot do."""
-    op: object
+class BoolBytes:
+    """A computed boolean tensor, held as i8. MLIR's LLVM lowering cannot keep i1 tensors in memory,
+    and a boolean used twice would be (elementwise fusion leaves multi-use producers alone); an i8 tensor
+    can be, and each use gets its own single-use `!= 0`, which fuses into that use."""
+    value: ir.Value
 
 
 State = object  # one of the dataclasses above, or a plain ir.Value for a concrete value
