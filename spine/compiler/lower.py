@@ -85,7 +85,7 @@ def to_llvm_ir(module) -> str:
 def lower(linalg_text: str, inline_copies: bool = False) -> str:
     """`inline_copies`: keep copy loops as loops (vectorised in place) instead of letting LLVM turn them
     into memcpy calls; right where the C library's memcpy is scalar (glibc on RISC-V)."""
-    from mlir import ir, passmanager
+    from mlir import ir
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(linalg_text)
         if inline_copies:

@@ -11,7 +11,7 @@ from . import index_math as im
 from . import materialize
 from . import states as st
 from .converter import handles
-from .memory import mask_bit, mask_bytes, split_operands
+from .memory import each_unmasked_element, mask_bytes, split_operands
 from .types import memref_of
 
 
@@ -47,18 +47,10 @@ def _elementwise(conv, op, ptr, mask_operand, update):
     old_values = memref.AllocOp(ir.MemRefType.get(list(ptr.shape), ptr.element_type), [], []).result
     linalg.fill(b.zero(ptr.element_type), outs=[old_values])
 
-    def body(ivs):
-        def one():
-            offset = im.from_integer(tensor.ExtractOp(gather.offsets, ivs).result)
-            memref.StoreOp(update(gather.base, offset, ivs), old_values, ivs)
-        if mask is None:
-            one()
-            return
-        branch = scf.IfOp(mask_bit(mask, ivs))
-        with ir.InsertionPoint(branch.then_block):
-            one()
-            scf.YieldOp([])
-    b.loop_nest(ptr.shape, body)
+    def one(ivs):
+        offset = im.from_integer(tensor.ExtractOp(gather.offsets, ivs).result)
+        memref.StoreOp(update(gather.base, offset, ivs), old_values, ivs)
+    each_unmasked_element(ptr.shape, mask, one)
     return bufferization.ToTensorOp(ir.RankedTensorType.get(list(ptr.shape), ptr.element_type), old_values,
                                     restrict=True, writable=True).result
 

@@ -85,6 +85,19 @@ def _carry_for(conv, state, key) -> Carried:
     return Carried("value")
 
 
+def _enter_loop(conv, operands, loop_id) -> tuple[list, list]:
+    """The carry of each value entering a loop, and the flat list of values that enter."""
+    carries, values = [], []
+    for i, v in enumerate(operands):
+        state = conv.state(v)
+        carry = _carry_for(conv, state, (loop_id, i))
+        if carry.kind == "value":
+            state = conv.concrete(v)
+        carries.append(carry)
+        values += carry.initial(state)
+    return carries, values
+
+
 def _yielded(conv, carried: Carried, value: ir.Value, key) -> list:
     state = conv.state(value)
     if not carried.compatible(state):
@@ -119,14 +132,7 @@ def convert_for(conv, op):
     conv.loop_counter += 1
     loop_id = conv.loop_counter
     lower, upper, step = (conv.concrete(v) for v in list(op.operands)[:3])
-    carries, init_values = [], []
-    for i, v in enumerate(list(op.operands)[3:]):
-        state = conv.state(v)
-        carry = _carry_for(conv, state, (loop_id, i))
-        if carry.kind == "value":
-            state = conv.concrete(v)
-        carries.append(carry)
-        init_values += carry.initial(state)
+    carries, init_values = _enter_loop(conv, list(op.operands)[3:], loop_id)
     loop = scf.ForOp(lower, upper, step, init_values)
     old_block = op.regions[0].blocks[0]
     conv.bind(old_block.arguments[0], loop.induction_variable)
@@ -186,14 +192,7 @@ def convert_while(conv, op):
     conv.loop_counter += 1
     loop_id = conv.loop_counter
     before_block, after_block = op.regions[0].blocks[0], op.regions[1].blocks[0]
-    carries, init_values = [], []
-    for i, v in enumerate(op.operands):
-        state = conv.state(v)
-        carry = _carry_for(conv, state, (loop_id, i))
-        if carry.kind == "value":
-            state = conv.concrete(v)
-        carries.append(carry)
-        init_values += carry.initial(state)
+    carries, init_values = _enter_loop(conv, list(op.operands), loop_id)
 
     forwarded = _forwarded_carries(conv, op, carries, loop_id)
     result_types = [t for carry, r in zip(forwarded, op.results) for t in carry.types(r.type)]

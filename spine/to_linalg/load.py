@@ -21,7 +21,7 @@ from . import materialize
 from . import states as st
 from .block_pointers import as_pointer_and_mask, boundary_check
 from .converter import handles
-from .memory import Window, mask_bit, mask_bytes, pointer_view, split_operands
+from .memory import Window, each_unmasked_element, mask_bytes, pointer_view, split_operands
 from .types import element_type, shape_of
 
 
@@ -119,19 +119,11 @@ def _gather_load(ptr: st.GatherPointer, mask, fill: ir.Value, shape) -> ir.Value
     if mask is not None:
         linalg.fill(fill, outs=[buffer])
 
-    def body(ivs):
-        def load_one():
-            offset = tensor.ExtractOp(ptr.offsets, ivs).result
-            value = memref.LoadOp(ptr.base, [im.from_integer(offset)]).result
-            memref.StoreOp(value, buffer, ivs)
-        if mask is None:
-            load_one()
-            return
-        branch = scf.IfOp(mask_bit(mask, ivs))
-        with ir.InsertionPoint(branch.then_block):
-            load_one()
-            scf.YieldOp([])
-    b.loop_nest(shape, body)
+    def load_one(ivs):
+        offset = tensor.ExtractOp(ptr.offsets, ivs).result
+        value = memref.LoadOp(ptr.base, [im.from_integer(offset)]).result
+        memref.StoreOp(value, buffer, ivs)
+    each_unmasked_element(shape, mask, load_one)
     return _as_tensor(buffer, shape, ptr.element_type)
 
 

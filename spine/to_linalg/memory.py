@@ -57,3 +57,20 @@ def mask_bit(mask_bytes_tensor: ir.Value, ivs) -> ir.Value:
     from mlir.dialects import arith, tensor
     byte = tensor.ExtractOp(mask_bytes_tensor, ivs).result
     return arith.CmpIOp(arith.CmpIPredicate.ne, byte, arith.ConstantOp(byte.type, 0).result).result
+
+
+def each_unmasked_element(shape, mask, body) -> None:
+    """Loop over every index of `shape`, calling body(ivs) where the (i8) mask is set, or everywhere."""
+    from mlir.dialects import scf
+
+    from .builders import loop_nest
+
+    def visit(ivs):
+        if mask is None:
+            body(ivs)
+            return
+        branch = scf.IfOp(mask_bit(mask, ivs))
+        with ir.InsertionPoint(branch.then_block):
+            body(ivs)
+            scf.YieldOp([])
+    loop_nest(shape, visit)

@@ -12,7 +12,7 @@ from . import materialize
 from . import states as st
 from .block_pointers import as_pointer_and_mask, boundary_check
 from .converter import handles
-from .memory import Window, mask_bit, mask_bytes, pointer_view, split_operands
+from .memory import Window, each_unmasked_element, mask_bytes, pointer_view, split_operands
 
 
 @handles("tt.store")
@@ -45,19 +45,11 @@ def _structured_store(ptr: st.PointerState, value: ir.Value, mask) -> None:
 
 
 def _scatter_store(ptr: st.GatherPointer, value: ir.Value, mask) -> None:
-    def body(ivs):
-        def store_one():
-            offset = tensor.ExtractOp(ptr.offsets, ivs).result
-            element = tensor.ExtractOp(value, ivs).result
-            memref.StoreOp(element, ptr.base, [im.from_integer(offset)])
-        if mask is None:
-            store_one()
-            return
-        branch = scf.IfOp(mask_bit(mask, ivs))
-        with ir.InsertionPoint(branch.then_block):
-            store_one()
-            scf.YieldOp([])
-    b.loop_nest(ptr.shape, body)
+    def store_one(ivs):
+        offset = tensor.ExtractOp(ptr.offsets, ivs).result
+        element = tensor.ExtractOp(value, ivs).result
+        memref.StoreOp(element, ptr.base, [im.from_integer(offset)])
+    each_unmasked_element(ptr.shape, mask, store_one)
 
 
 def _scalar_store(conv, ptr: st.PointerState, value: ir.Value, mask_operand) -> None:
