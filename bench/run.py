@@ -94,17 +94,34 @@ def instruction_counts():
 
 
 def reference_instruction_counts():
-    """Instruction counts of hand-written C references for the same work (riscv64, under QEMU)."""
+    """Instruction counts of hand-written C references for the same work (riscv64, under QEMU), each
+    checked against torch. Sizes match cases(quick=True)."""
     from icount import count_instructions
     from reference import build_reference, run_reference
     from spine.driver.arguments import Param
+    out_dir = tempfile.mkdtemp(prefix="spine-reference-")
+
+    def count(name, grid, params, values, written, check):
+        so = build_reference(name, out_dir)
+        result = count_instructions(lambda: run_reference(so, grid, params, values, written))
+        check()
+        return result
+
     n = 1 << 16
     x, y, out = torch.rand(n), torch.rand(n), torch.empty(n)
-    params = [Param(0, "x", "*fp32"), Param(1, "y", "*fp32"), Param(2, "out", "*fp32"), Param(3, "n", "i32")]
-    so = build_reference("vector_add", tempfile.mkdtemp(prefix="spine-reference-"))
-    count = count_instructions(lambda: run_reference(so, (triton.cdiv(n, 4096), 1, 1), params, [x, y, out, n]))
-    torch.testing.assert_close(out, x + y)
-    yield f"vector add fp32 n={n}", count
+    ptr = [Param(0, "x", "*fp32"), Param(1, "y", "*fp32"), Param(2, "out", "*fp32")]
+    yield f"vector add fp32 n={n}", count("vector_add", (n // 4096, 1, 1), ptr + [Param(3, "n", "i32")],
+                                          [x, y, out, n], {2}, lambda: torch.testing.assert_close(out, x + y))
+    s = 64
+    a, b, c = torch.randn(s, s), torch.randn(s, s), torch.empty(s, s)
+    yield f"matmul fp32 {s}x{s}x{s}", count(
+        "matmul", (s // 32, s // 32, 1), ptr + [Param(3, "n", "i32")], [a, b, c, s], {2},
+        lambda: torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4))
+    m = 256
+    t, u = torch.randn(m, m), torch.empty(m, m)
+    yield f"transpose fp32 {m}x{m}", count(
+        "transpose", (m // 32, m // 32, 1), ptr[:2] + [Param(2, "m", "i32")], [t, u, m], {1},
+        lambda: torch.testing.assert_close(u, t.t()))
 
 
 def main():

@@ -18,11 +18,11 @@ def build_reference(name: str, out_dir: str) -> str:
     return out
 
 
-def run_reference(so_path: str, grid, params, values):
+def run_reference(so_path: str, grid, params, values, written):
     """Load a reference kernel into the QEMU server and run it once; returns the LoadedKernel."""
     from spine.driver.cpu_driver import _executor_for
     from spine.targets import riscv64_target
     executor = _executor_for(riscv64_target())
     loaded = executor.load(os.path.basename(so_path), so_path)
-    executor.run(loaded, grid, params, values, written=frozenset({2}))
+    executor.run(loaded, grid, params, values, written=frozenset(written))
     return loaded
