@@ -34,6 +34,9 @@ class CPUOptions:
     features: str = ""
     dump_path: str = ""
     kernel_capture: bool = False
+    # True: every load copies its tile (the variant the launcher falls back to when read-only arguments
+    # overlap written memory); False: loads from never-written arguments read in place.
+    alias_safe: bool = False
 
     def __post_init__(self):
         if self.num_warps <= 0 or (self.num_warps & (self.num_warps - 1)):

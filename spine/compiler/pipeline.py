@@ -15,10 +15,11 @@ def make_ttir(mod, metadata, options):
 def make_linalg(mod, metadata, options):
     from ..to_linalg import convert_ttir
     from .export import export_generic
-    kernel = convert_ttir(export_generic(mod))
+    kernel = convert_ttir(export_generic(mod), direct_loads=not options.alias_safe)
     metadata["spine_arg_kinds"] = list(kernel.arg_kinds)
     metadata["spine_written_args"] = list(kernel.written_args)
     metadata["spine_argument_views"] = list(kernel.argument_views)
+    metadata["spine_direct_load_args"] = list(kernel.direct_load_args)
     dump_artifact(options.dump_path, metadata["name"], "linalg", kernel.text)
     return kernel.text
 

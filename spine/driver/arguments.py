@@ -71,3 +71,12 @@ def check_tensor(param: Param, value, kernel: str) -> None:
     if param.pointee not in SUPPORTED_POINTEE:
         raise ValueError(f"argument '{param.name}' of kernel '{kernel}' has dtype {value.dtype}, which Spine "
                          f"does not support; expected one of float16/bfloat16/float32/float64/int8-64/uint8/bool")
+
+
+def byte_range(tensor) -> tuple[int, int]:
+    """[first, last + 1) bytes a tensor view may touch (strides are non-negative in torch)."""
+    lo = tensor.data_ptr()
+    if not tensor.numel():
+        return lo, lo
+    extent = 1 + sum((s - 1) * st for s, st in zip(tensor.shape, tensor.stride()))
+    return lo, lo + extent * tensor.element_size()

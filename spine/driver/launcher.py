@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 
-from .arguments import Param, check_tensor, scalar_encoder
+from .arguments import Param, byte_range, check_tensor, scalar_encoder
 
 _TENSORDESC = re.compile(r"tensordesc<([^[>]*)\[([^]]*)\]")
 
@@ -50,10 +51,36 @@ def runtime_params(src) -> tuple[list[Param], list[tuple[int, str, str]]]:
 class CPULauncher:
 
     def __init__(self, src, metadata):
+        self.src = src
+        self.metadata = metadata
         self.kernel_name = metadata.name
         self.params, self.sources = runtime_params(src)
         self.written = frozenset(getattr(metadata, "spine_written_args", ()))
+        self.read_in_place = tuple(getattr(metadata, "spine_direct_load_args", ()))
         self.encoders = [None if p.is_pointer else scalar_encoder(p, self.kernel_name) for p in self.params]
+        self._alias_safe_kernel = None
+
+    def _overlaps_written_memory(self, values) -> bool:
+        """Whether an argument the kernel reads in place shares bytes with one it writes."""
+        written = [byte_range(values[i]) for i in self.written]
+        for i in self.read_in_place:
+            lo, hi = byte_range(values[i])
+            if any(lo < w_hi and w_lo < hi for w_lo, w_hi in written):
+                return True
+        return False
+
+    def _alias_safe(self):
+        """The variant of this kernel that copies every loaded tile, compiled on first need."""
+        if self._alias_safe_kernel is None:
+            import triton
+            from ..options import CPUOptions
+            options = {f.name: getattr(self.metadata, f.name) for f in fields(CPUOptions)
+                       if hasattr(self.metadata, f.name)}
+            options["alias_safe"] = True
+            kernel = triton.compile(self.src, target=self.metadata.target, options=options)
+            kernel._init_handles()
+            self._alias_safe_kernel = kernel
+        return self._alias_safe_kernel
 
     def _flat_arguments(self, args) -> list:
         flat = []
@@ -71,6 +98,8 @@ class CPULauncher:
                 values.append(value)
             else:
                 values.append(encode(value))
+        if self.read_in_place and self.written and self._overlaps_written_memory(values):
+            function = self._alias_safe().function
         if launch_enter_hook is not None:
             launch_enter_hook(launch_metadata)
         function.executor.run(function, (gridX, gridY, gridZ), self.params, values, self.written)

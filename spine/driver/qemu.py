@@ -21,6 +21,7 @@ import threading
 from dataclasses import dataclass
 
 from ..errors import DeviceAssertionError, KernelFault
+from .arguments import byte_range
 from .executor import LoadedKernel, default_num_threads
 
 CMD_LOAD, CMD_RUN, CMD_PING = 1, 2, 3
@@ -204,9 +205,7 @@ class QemuExecutor:
         for param, value in zip(params, values):
             if not param.is_pointer:
                 continue
-            lo = value.data_ptr()
-            extent = 1 + sum((s - 1) * st for s, st in zip(value.shape, value.stride())) if value.numel() else 0
-            hi = lo + extent * value.element_size()
+            lo, hi = byte_range(value)
             key = value.untyped_storage().data_ptr()
             span = spans.get(key)
             if span is None:

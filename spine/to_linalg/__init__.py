@@ -40,6 +40,7 @@ class LinalgKernel:
     arg_kinds: tuple               # per runtime argument: "ptr" or its scalar MLIR type
     written_args: tuple            # indexes of pointer arguments the kernel may store through
     argument_views: tuple          # runtime-argument index of each extra memref argument, in order
+    direct_load_args: tuple        # pointer arguments read in place (see convert_ttir)
 
 
 def new_context() -> ir.Context:
@@ -56,26 +57,42 @@ def _kernel_function(module: ir.Module):
     return funcs[0]
 
 
-def convert_ttir(generic_ttir: str) -> LinalgKernel:
+def _convert_once(tt_func, name: str, direct_load_args: frozenset) -> tuple:
+    forced = frozenset()
+    for _ in range(MAX_RETRIES):
+        out = ir.Module.create()
+        conv = Converter(name, forced_gather=forced, module=out, direct_load_args=direct_load_args)
+        try:
+            with ir.InsertionPoint(out.body):
+                function.convert_function(conv, tt_func)
+        except RetryWithGather as retry:
+            forced = forced | {retry.key}
+            continue
+        return out, conv
+    raise SpineCompilationError(f"kernel '{name}': loop-carried pointers did not settle")
+
+
+def convert_ttir(generic_ttir: str, direct_loads: bool = False) -> LinalgKernel:
+    """`direct_loads`: loads from pointer arguments the kernel never writes read the argument's memory
+    in place instead of copying a tile first. Only valid while those arguments do not overlap memory
+    the kernel writes through other arguments; the launcher checks that (see driver/launcher.py)."""
     with new_context(), ir.Location.unknown():
         source = ir.Module.parse(generic_ttir)
         tt_func = _kernel_function(source)
         name = ir.StringAttr(tt_func.attributes["sym_name"]).value
         _, kinds = function.kernel_signature(tt_func)
-        forced = frozenset()
-        for _ in range(MAX_RETRIES):
-            out = ir.Module.create()
-            conv = Converter(name, forced_gather=forced, module=out)
-            try:
-                with ir.InsertionPoint(out.body):
-                    function.convert_function(conv, tt_func)
-            except RetryWithGather as retry:
-                forced = forced | {retry.key}
-                continue
-            break
-        else:
-            raise SpineCompilationError(f"kernel '{name}': loop-carried pointers did not settle")
-        if not out.operation.verify():
-            raise SpineCompilationError(f"internal: converted kernel '{name}' does not verify")
+        out, conv = _convert_once(tt_func, name, frozenset())
+        direct = frozenset()
+        if direct_loads:
+            # The first conversion found which arguments are written; loads from the others go direct.
+            direct = frozenset(i for i, kind in enumerate(kinds) if kind == "ptr") - conv.written_args
+            if direct:
+                out, conv = _convert_once(tt_func, name, direct)
+        try:
+            out.operation.verify()
+        except ir.MLIRError as err:
+            raise SpineCompilationError(f"kernel '{name}' converts to invalid IR (an access outside its "
+                                        f"arguments?): {err}") from None
         views = tuple(index for index, _ in conv.argument_views)
-        return LinalgKernel(str(out), name, tuple(kinds), tuple(sorted(conv.written_args)), views)
+        return LinalgKernel(str(out), name, tuple(kinds), tuple(sorted(conv.written_args)), views,
+                            tuple(sorted(direct)))

@@ -72,15 +72,17 @@ def cast_index_to(value: ir.Value, elem: ir.Type) -> ir.Value:
 
 
 def strided_view(base: ir.Value, elem: ir.Type, shape, offset, strides) -> ir.Value:
-    """memref.reinterpret_cast of a kernel argument to a tile-shaped strided view."""
+    """memref.reinterpret_cast of a kernel argument to a tile-shaped strided view (sizes and strides are
+    Index: ints become static)."""
     static_strides = [s if isinstance(s, int) else DYNAMIC_STRIDE for s in strides]
     static_offset = offset if isinstance(offset, int) else DYNAMIC_STRIDE
+    static_sizes = [n if isinstance(n, int) else DYNAMIC for n in shape]
     layout = ir.StridedLayoutAttr.get(static_offset, static_strides)
-    ty = ir.MemRefType.get(list(shape), elem, layout=layout)
+    ty = ir.MemRefType.get(static_sizes, elem, layout=layout)
     return memref.ReinterpretCastOp(
-        ty, base, [] if isinstance(offset, int) else [offset], [],
+        ty, base, [] if isinstance(offset, int) else [offset], [n for n in shape if not isinstance(n, int)],
         [s for s in strides if not isinstance(s, int)],
-        ir.DenseI64ArrayAttr.get([static_offset]), ir.DenseI64ArrayAttr.get(list(shape)),
+        ir.DenseI64ArrayAttr.get([static_offset]), ir.DenseI64ArrayAttr.get(static_sizes),
         ir.DenseI64ArrayAttr.get(static_strides)).result
 
 

@@ -66,6 +66,7 @@ class Converter:
     module: object = None                                 # the module being built
     declared: dict = field(default_factory=dict)
     strings: dict = field(default_factory=dict)           # constant strings → their memref.global
+    direct_load_args: frozenset = frozenset()             # arguments whose loads read memory in place
 
     # -------------------------------------------------------------------------------------- value map
     def state(self, value: ir.Value):

@@ -8,6 +8,10 @@ Structured pointer, structured (or no) mask — a strided block copy the vectori
     linalg.copy ins(subview %view[%lo][%n]) outs(subview %buf[%lo][%n])
     %t    = bufferization.to_tensor %buf restrict writable
 
+Arguments the kernel never writes are read in place instead (bufferization.to_tensor of the view, not
+writable), with the copy kept only for partial edge tiles, when the launcher has checked that they do not
+overlap memory the kernel writes (to_linalg.convert_ttir's `direct_loads`).
+
 Anything else gathers element by element in a loop nest, each element guarded by its mask bit.
 """
 from __future__ import annotations
@@ -21,11 +25,12 @@ from . import materialize
 from . import states as st
 from .block_pointers import as_pointer_and_mask, boundary_check
 from .converter import handles
-from .memory import Window, each_unmasked_element, mask_bytes, pointer_view, split_operands
+from .memory import Window, each_unmasked_element, mask_bytes, may_view_whole_tile, pointer_view, split_operands
 from .types import element_type, shape_of
 
 
 PAD_NAN = 2  # triton's PaddingOption
+STACK_TILE_BYTES = 64 * 1024
 
 
 @handles("tt.load")
@@ -43,14 +48,14 @@ def convert_load(conv, op):
         nan_padding = "padding" in op.attributes and ir.IntegerAttr(op.attributes["padding"]).value == PAD_NAN
         elem = ptr.element_type
         fill = arith.ConstantOp(elem, float("nan")).result if nan_padding else b.zero(elem)
-        conv.bind(result, _structured_load(ptr, mask, fill))
+        conv.bind(result, _structured_load(ptr, mask, fill, _reads_in_place(conv, ptr, result)))
         return
     if not isinstance(ptr, (st.PointerState, st.GatherPointer)):
         raise conv.unsupported(op, "load through a pointer of unknown origin")
     fill = _fill_scalar(other, element_type(result.type))
     shape = shape_of(result.type)
     if isinstance(ptr, st.PointerState) and (mask is None or isinstance(mask, st.MaskState)):
-        value = _structured_load(ptr, mask, fill)
+        value = _structured_load(ptr, mask, fill, _reads_in_place(conv, ptr, result))
     else:
         gather = ptr if isinstance(ptr, st.GatherPointer) else materialize.gather_pointer(ptr)
         mask_value = mask_bytes(conv.concrete(parts["mask"])) if mask is not None else None
@@ -82,33 +87,78 @@ def _as_tensor(buffer: ir.Value, shape, elem) -> ir.Value:
                                     restrict=True, writable=True).result
 
 
-def _structured_load(ptr: st.PointerState, mask, fill: ir.Value) -> ir.Value:
-    view = pointer_view(ptr)
-    buffer = _tile_buffer(ptr.shape, ptr.element_type)
+def _reads_in_place(conv, ptr: st.PointerState, result: ir.Value) -> bool:
+    """Read in place unless the tile feeds a dot: a dot reads each operand element many times, from a
+    contiguous local tile far faster than through the argument's runtime strides (operand packing)."""
+    if conv.argument_of.get(ptr.base) not in conv.direct_load_args:
+        return False
+    return not any(use.owner.operation.name == "tt.dot" for use in result.uses)
+
+
+def _structured_load(ptr: st.PointerState, mask, fill: ir.Value, in_place: bool) -> ir.Value:
     window = Window.of(mask, ptr.shape)
+    tile_type = ir.RankedTensorType.get(list(ptr.shape), ptr.element_type)
+    if in_place and window is None:
+        return _view_as_tensor(pointer_view(ptr), tile_type)
+    if in_place and _tile_bytes(ptr) <= STACK_TILE_BYTES and may_view_whole_tile(ptr):
+        # Most program instances see a full window: read those in place, copy only the edge tiles. The
+        # edge buffer lives on the stack, allocated once at function entry: the two branches then yield
+        # buffers that nothing owns, which buffer deallocation handles statically.
+        with ir.InsertionPoint.at_block_begin(conv_entry_block(ptr.base)):
+            buffer = memref.AllocaOp(ir.MemRefType.get(list(ptr.shape), ptr.element_type), [], []).result
+        branch = scf.IfOp(_is_partial(window, ptr.shape), [tile_type], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            scf.YieldOp([_copied_tile(ptr, window, fill, buffer)])
+        with ir.InsertionPoint(branch.else_block):
+            scf.YieldOp([_view_as_tensor(pointer_view(ptr), tile_type)])
+        return branch.results[0]
+    return _copied_tile(ptr, window, fill)
+
+
+def _view_as_tensor(view: ir.Value, tile_type: ir.Type) -> ir.Value:
+    # Not writable: bufferization copies before any in-place update, so argument memory is only read.
+    return bufferization.ToTensorOp(tile_type, view, restrict=True).result
+
+
+def conv_entry_block(argument: ir.Value) -> ir.Block:
+    """The entry block of the function a kernel argument belongs to."""
+    return argument.owner
+
+
+def _tile_bytes(ptr: st.PointerState) -> int:
+    count = 1
+    for n in ptr.shape:
+        count *= n
+    return count * max(1, getattr(ptr.element_type, "width", 64) // 8)
+
+
+def _copied_tile(ptr: st.PointerState, window, fill: ir.Value, buffer=None) -> ir.Value:
+    if buffer is None:
+        buffer = _tile_buffer(ptr.shape, ptr.element_type)
     if window is None:
-        linalg.copy(view, outs=[buffer])
+        linalg.copy(pointer_view(ptr), outs=[buffer])
     else:
         _fill_unless_full(window, ptr.shape, fill, buffer)
-        linalg.copy(b.memref_window(view, window.starts, window.sizes),
-                    outs=[b.memref_window(buffer, window.starts, window.sizes)])
+        linalg.copy(pointer_view(ptr, window), outs=[b.memref_window(buffer, window.starts, window.sizes)])
     return _as_tensor(buffer, ptr.shape, ptr.element_type)
 
 
-def _fill_unless_full(window: Window, shape, fill: ir.Value, buffer: ir.Value) -> None:
-    """Masked-off lanes get `fill`; most program instances see no masked-off lane, so test first."""
+def _is_partial(window: Window, shape):
+    """An i1 that is true when the window leaves out part of the tile (None when it never does)."""
     partial = None
     for start, size, n in zip(window.starts, window.sizes, shape):
         if isinstance(start, int) and isinstance(size, int):
             if start == 0 and size == n:
                 continue
-            partial = arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result
-            break
+            return arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result
         short = arith.CmpIOp(arith.CmpIPredicate.ne, im.as_value(size), im.const(n)).result
         partial = short if partial is None else arith.OrIOp(partial, short).result
-    if partial is None:
-        return
-    branch = scf.IfOp(partial)
+    return partial if partial is not None else arith.ConstantOp(ir.IntegerType.get_signless(1), 0).result
+
+
+def _fill_unless_full(window: Window, shape, fill: ir.Value, buffer: ir.Value) -> None:
+    """Masked-off lanes get `fill`; most program instances see no masked-off lane, so test first."""
+    branch = scf.IfOp(_is_partial(window, shape))
     with ir.InsertionPoint(branch.then_block):
         linalg.fill(fill, outs=[buffer])
         scf.YieldOp([])

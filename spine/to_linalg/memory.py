@@ -7,6 +7,7 @@ from typing import Optional
 from mlir import ir
 
 from . import builders as b
+from . import index_math as im
 from . import states as st
 
 
@@ -42,8 +43,21 @@ class Window:
         return Window(tuple(s for s, _ in bounds), tuple(n for _, n in bounds))
 
 
-def pointer_view(ptr: st.PointerState) -> ir.Value:
-    return b.strided_view(ptr.base, ptr.element_type, ptr.shape, ptr.offset, ptr.strides)
+def pointer_view(ptr: st.PointerState, window: Optional[Window] = None) -> ir.Value:
+    """A strided view of the tile, or of just its masked window. The window's start is folded into the
+    view's offset: the tile's own first element may lie before the argument's start (`ptr - 1` with
+    the first lane masked off), which a memref view may not."""
+    if window is None:
+        return b.strided_view(ptr.base, ptr.element_type, ptr.shape, ptr.offset, ptr.strides)
+    offset = ptr.offset
+    for start, stride in zip(window.starts, ptr.strides):
+        offset = im.add(offset, im.mul(start, stride))
+    return b.strided_view(ptr.base, ptr.element_type, window.sizes, offset, ptr.strides)
+
+
+def may_view_whole_tile(ptr: st.PointerState) -> bool:
+    """False when the tile provably starts before its argument: only masked windows of it are valid."""
+    return not (isinstance(ptr.offset, int) and ptr.offset < 0)
 
 
 def mask_bytes(mask: ir.Value) -> ir.Value:

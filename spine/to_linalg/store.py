@@ -36,11 +36,10 @@ def convert_store(conv, op):
 
 
 def _structured_store(ptr: st.PointerState, value: ir.Value, mask) -> None:
-    view = pointer_view(ptr)
     window = Window.of(mask, ptr.shape)
+    view = pointer_view(ptr, window)
     if window is not None:
         value = b.tensor_window(value, window.starts, window.sizes)
-        view = b.memref_window(view, window.starts, window.sizes)
     bufferization.MaterializeInDestinationOp(None, value, view, writable=True)
 
 

@@ -1,0 +1,74 @@
+"""Loads from arguments a kernel never writes read memory in place; when such an argument overlaps
+memory the kernel writes, the launcher switches to the variant that copies every tile first, so a
+program still sees the values from before its own stores."""
+import torch
+import triton
+import triton.language as tl
+
+import spine.compiler.pipeline as pipeline
+
+
+@triton.jit
+def shift_right_kernel(x_ptr, out_ptr, n, shift, BLOCK: tl.constexpr):
+    # Reads element i-shift and writes element i: an in-place update is only right if the whole tile
+    # was read before the store.
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs - shift, mask=(offs >= shift) & (offs - shift < n), other=0.0)
+    y = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, x * 10 + y, mask=offs < n)
+
+
+def _count_compiles(monkeypatch):
+    calls = []
+    real = pipeline.make_linalg
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(pipeline, "make_linalg", counting)
+    return calls
+
+
+def test_in_place_update_through_an_aliasing_argument(target, fresh_cache, monkeypatch):
+    compiles = _count_compiles(monkeypatch)
+    kernel = triton.jit(shift_right_kernel.fn)
+    x = torch.arange(64, dtype=torch.float32)
+    expected = torch.cat([torch.zeros(2), x[:-2]]) * 10 + x
+    kernel[(1,)](x, x, 64, 2, BLOCK=64)          # out is x itself
+    torch.testing.assert_close(x, expected)
+    assert len(compiles) == 2                  # the in-place variant, then the copying one
+
+
+def test_distinct_arguments_keep_the_in_place_variant(target, fresh_cache, monkeypatch):
+    compiles = _count_compiles(monkeypatch)
+    kernel = triton.jit(shift_right_kernel.fn)
+    x = torch.arange(64, dtype=torch.float32)
+    out = torch.empty(64)
+    kernel[(1,)](x, out, 64, 2, BLOCK=64)
+    kernel[(1,)](x[:32], out[32:], 32, 2, BLOCK=64)   # same storage for neither pair of arguments
+    assert len(compiles) == 1
+    torch.testing.assert_close(out[32:], torch.cat([torch.zeros(2), x[:30]]) * 10 + x[:32])
+
+
+def test_views_of_one_storage_that_do_not_overlap(target, fresh_cache, monkeypatch):
+    compiles = _count_compiles(monkeypatch)
+    kernel = triton.jit(shift_right_kernel.fn)
+    buffer = torch.arange(128, dtype=torch.float32)
+    source, destination = buffer[:64], buffer[64:]
+    kernel[(1,)](source, destination, 64, 2, BLOCK=64)
+    assert len(compiles) == 1
+    torch.testing.assert_close(destination, torch.cat([torch.zeros(2), source[:-2]]) * 10 + source)
+
+
+@triton.jit
+def reverse_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + (BLOCK - 1 - offs)))
+
+
+def test_in_place_reverse(target, fresh_cache):
+    # Unmasked, full tile, read through a negative stride: read in place, the second half of the store
+    # would see the first half's writes.
+    x = torch.arange(64, dtype=torch.float32)
+    triton.jit(reverse_kernel.fn)[(1,)](x, x, BLOCK=64)
+    torch.testing.assert_close(x, torch.arange(63, -1, -1, dtype=torch.float32))
