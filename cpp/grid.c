@@ -2,17 +2,28 @@
  *
  * Program instances of a Triton grid are independent, so dynamic chunking balances uneven kernels (masked
  * tails, early exits) without a static schedule. The calling thread works too, so a launch on one thread
- * costs no hand-off at all. */
+ * costs no hand-off at all.
+ *
+ * Waking a sleeping thread costs tens of microseconds, more than a small kernel runs, so after a launch
+ * the workers (and the caller, while it waits for them) spin for a short while before they sleep:
+ * back-to-back launches find them awake. A launch is published as one atomic word, generation and
+ * participant count together, so a worker never mixes up two launches. */
 #define _GNU_SOURCE
 #include "grid.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #define MAX_WORKERS 256
+
+/* Polling rounds before sleeping: about 50-100 us natively. */
+static int spin_rounds = 20000;
+
+void spine_grid_set_spin(int rounds) { spin_rounds = rounds < 0 ? 0 : rounds; }
 
 typedef struct {
     spine_entry_fn fn;
@@ -20,7 +31,6 @@ typedef struct {
     int32_t gx, gy, gz;
     int64_t total;
     int64_t chunk;
-    int participants;          /* workers (besides the caller) taking part in this launch */
     _Atomic int64_t next;      /* next program id to hand out */
     _Atomic int finished;      /* workers done with this launch */
 } launch_t;
@@ -30,8 +40,23 @@ static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work_ready = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t work_done = PTHREAD_COND_INITIALIZER;
 static launch_t current;
-static uint64_t generation;
+/* (generation << 16) | participants of the launch in `current` */
+static _Atomic uint64_t launch_word;
 static int num_workers;
+
+/* Polling politely: a pause hint, and every so often the core goes to whoever else is runnable (the
+ * launching thread, or under emulation the host process), so spinning never delays the next launch. */
+static inline void cpu_relax(int round) {
+    if ((round & 63) == 63) {
+        sched_yield();
+        return;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 int spine_num_cores(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -52,20 +77,31 @@ static void run_chunks(launch_t *l) {
     }
 }
 
+static uint64_t await_launch(uint64_t seen) {
+    uint64_t word;
+    for (int i = 0; i < spin_rounds; i++) {
+        word = atomic_load_explicit(&launch_word, memory_order_acquire);
+        if ((word >> 16) != (seen >> 16)) return word;
+        cpu_relax(i);
+    }
+    pthread_mutex_lock(&state_lock);
+    while (((word = atomic_load_explicit(&launch_word, memory_order_acquire)) >> 16) == (seen >> 16))
+        pthread_cond_wait(&work_ready, &state_lock);
+    pthread_mutex_unlock(&state_lock);
+    return word;
+}
+
 static void *worker_main(void *arg) {
     int index = (int)(intptr_t)arg;
     uint64_t seen = 0;
     for (;;) {
-        pthread_mutex_lock(&state_lock);
-        while (generation == seen) pthread_cond_wait(&work_ready, &state_lock);
-        seen = generation;
-        int takes_part = index < current.participants;
-        pthread_mutex_unlock(&state_lock);
-        if (takes_part) {
-            run_chunks(&current);
+        seen = await_launch(seen);
+        int participants = (int)(seen & 0xffff);
+        if (index >= participants) continue;
+        run_chunks(&current);
+        if (atomic_fetch_add(&current.finished, 1) + 1 == participants) {
             pthread_mutex_lock(&state_lock);
-            if (atomic_fetch_add(&current.finished, 1) + 1 == current.participants)
-                pthread_cond_signal(&work_done);
+            pthread_cond_signal(&work_done);
             pthread_mutex_unlock(&state_lock);
         }
     }
@@ -89,6 +125,16 @@ static int grow_pool(int wanted) {
     return 0;
 }
 
+static void await_helpers(int helpers) {
+    for (int i = 0; i < spin_rounds; i++) {
+        if (atomic_load_explicit(&current.finished, memory_order_acquire) >= helpers) return;
+        cpu_relax(i);
+    }
+    pthread_mutex_lock(&state_lock);
+    while (atomic_load(&current.finished) < helpers) pthread_cond_wait(&work_done, &state_lock);
+    pthread_mutex_unlock(&state_lock);
+}
+
 int spine_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads) {
     if (gx <= 0 || gy <= 0 || gz <= 0) return 0;
     int64_t total = (int64_t)gx * gy * gz;
@@ -100,7 +146,6 @@ int spine_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32
     if (helpers > 0 && grow_pool(helpers) != 0) helpers = num_workers;
     if (helpers > num_workers) helpers = num_workers;
 
-    pthread_mutex_lock(&state_lock);
     current.fn = fn;
     current.args = args;
     current.gx = gx; current.gy = gy; current.gz = gz;
@@ -108,22 +153,19 @@ int spine_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32
     /* Several chunks per thread balance uneven instances; one id per chunk when the grid is small. */
     current.chunk = total / ((int64_t)(helpers + 1) * 8);
     if (current.chunk < 1) current.chunk = 1;
-    current.participants = helpers;
     atomic_store(&current.next, 0);
     atomic_store(&current.finished, 0);
     if (helpers > 0) {
-        generation++;
+        uint64_t generation = (atomic_load(&launch_word) >> 16) + 1;
+        pthread_mutex_lock(&state_lock);
+        atomic_store_explicit(&launch_word, (generation << 16) | (uint64_t)helpers, memory_order_release);
         pthread_cond_broadcast(&work_ready);
+        pthread_mutex_unlock(&state_lock);
     }
-    pthread_mutex_unlock(&state_lock);
 
     run_chunks(&current);
 
-    if (helpers > 0) {
-        pthread_mutex_lock(&state_lock);
-        while (atomic_load(&current.finished) < helpers) pthread_cond_wait(&work_done, &state_lock);
-        pthread_mutex_unlock(&state_lock);
-    }
+    if (helpers > 0) await_helpers(helpers);
     pthread_mutex_unlock(&pool_lock);
     return 0;
 }
