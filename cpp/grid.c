@@ -5,7 +5,7 @@
  * costs no hand-off at all.
  *
  * Waking a sleeping thread costs tens of microseconds, more than a small kernel runs, so after a launch
- * the workers (and the caller, while it waits for them) spin for a short while before they sleep:
+ * the workers (and the caller, while it waits for them) poll for 200 us before they sleep:
  * back-to-back launches find them awake. A launch is published as one atomic word, generation and
  * participant count together, so a worker never mixes up two launches. */
 #define _GNU_SOURCE
@@ -16,14 +16,30 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_WORKERS 256
 
-/* Polling rounds before sleeping: about 50-100 us natively. */
-static int spin_rounds = 20000;
+/* How long idle threads poll before sleeping. */
+static int64_t spin_ns = 200000;
 
-void spine_grid_set_spin(int rounds) { spin_rounds = rounds < 0 ? 0 : rounds; }
+void spine_grid_set_spin(int microseconds) { spin_ns = microseconds < 0 ? 0 : (int64_t)microseconds * 1000; }
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Keeps polling while the deadline (checked every 64 rounds, clock reads cost) has not passed. */
+static int keep_polling(int round, int64_t *deadline) {
+    if (spin_ns == 0) return 0;
+    if ((round & 63) != 0) return 1;
+    int64_t t = now_ns();
+    if (round == 0) *deadline = t + spin_ns;
+    return t < *deadline;
+}
 
 typedef struct {
     spine_entry_fn fn;
@@ -79,7 +95,8 @@ static void run_chunks(launch_t *l) {
 
 static uint64_t await_launch(uint64_t seen) {
     uint64_t word;
-    for (int i = 0; i < spin_rounds; i++) {
+    int64_t deadline = 0;
+    for (int i = 0; keep_polling(i, &deadline); i++) {
         word = atomic_load_explicit(&launch_word, memory_order_acquire);
         if ((word >> 16) != (seen >> 16)) return word;
         cpu_relax(i);
@@ -126,7 +143,8 @@ static int grow_pool(int wanted) {
 }
 
 static void await_helpers(int helpers) {
-    for (int i = 0; i < spin_rounds; i++) {
+    int64_t deadline = 0;
+    for (int i = 0; keep_polling(i, &deadline); i++) {
         if (atomic_load_explicit(&current.finished, memory_order_acquire) >= helpers) return;
         cpu_relax(i);
     }

@@ -14,9 +14,9 @@ typedef void (*spine_entry_fn)(void **args, int32_t px, int32_t py, int32_t pz,
 /* Runs the grid gx*gy*gz on up to num_threads threads (0: all cores). Returns 0, or an errno value. */
 int spine_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads);
 
-/* How long idle threads poll for the next launch before sleeping (0: sleep at once). Polling pays off
- * natively; under emulation it only takes host cores from the threads doing work. */
-void spine_grid_set_spin(int rounds);
+/* How many microseconds idle threads poll for the next launch before sleeping (0: sleep at once).
+ * Polling pays off natively; under emulation it only takes host cores from the threads doing work. */
+void spine_grid_set_spin(int microseconds);
 
 /* Number of online cores. */
 int spine_num_cores(void);

@@ -44,6 +44,9 @@ class NativeExecutor:
         self.runtime.spine_host_run_grid.restype = ctypes.c_int
         self.runtime.spine_take_assert_failure.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         self.runtime.spine_take_assert_failure.restype = ctypes.c_int
+        spin = os.environ.get("SPINE_GRID_SPIN_US")
+        if spin:
+            self.runtime.spine_grid_set_spin(int(spin))
 
     def load(self, name: str, so_path: str) -> LoadedKernel:
         lib = ctypes.CDLL(so_path, mode=os.RTLD_LOCAL)
