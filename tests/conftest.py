@@ -28,3 +28,17 @@ def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
     os.makedirs(tmp_path / "cache", exist_ok=True)
     return tmp_path / "cache"
+
+
+@pytest.fixture
+def compile_count(monkeypatch):
+    """A list that grows by one for each kernel conversion (each real compile)."""
+    import spine.compiler.pipeline as pipeline
+    calls = []
+    real = pipeline.make_linalg
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(pipeline, "make_linalg", counting)
+    return calls

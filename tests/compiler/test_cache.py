@@ -1,24 +1,10 @@
 """Compile cache and dumps: cached launches do not recompile; anything that changes output does."""
 import os
 
-import pytest
 import torch
 import triton
 
-import spine.compiler.pipeline as pipeline
 from tests.kernels import add_kernel
-
-
-@pytest.fixture
-def compile_count(monkeypatch):
-    calls = []
-    real = pipeline.make_linalg
-
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-    monkeypatch.setattr(pipeline, "make_linalg", counting)
-    return calls
 
 
 def _fresh_jit():

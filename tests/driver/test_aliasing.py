@@ -5,7 +5,6 @@ import torch
 import triton
 import triton.language as tl
 
-import spine.compiler.pipeline as pipeline
 
 
 @triton.jit
@@ -18,19 +17,8 @@ def shift_right_kernel(x_ptr, out_ptr, n, shift, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, x * 10 + y, mask=offs < n)
 
 
-def _count_compiles(monkeypatch):
-    calls = []
-    real = pipeline.make_linalg
-
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-    monkeypatch.setattr(pipeline, "make_linalg", counting)
-    return calls
-
-
-def test_in_place_update_through_an_aliasing_argument(target, fresh_cache, monkeypatch):
-    compiles = _count_compiles(monkeypatch)
+def test_in_place_update_through_an_aliasing_argument(target, fresh_cache, compile_count):
+    compiles = compile_count
     kernel = triton.jit(shift_right_kernel.fn)
     x = torch.arange(64, dtype=torch.float32)
     expected = torch.cat([torch.zeros(2), x[:-2]]) * 10 + x
@@ -39,8 +27,8 @@ def test_in_place_update_through_an_aliasing_argument(target, fresh_cache, monke
     assert len(compiles) == 2                  # the in-place variant, then the copying one
 
 
-def test_distinct_arguments_keep_the_in_place_variant(target, fresh_cache, monkeypatch):
-    compiles = _count_compiles(monkeypatch)
+def test_distinct_arguments_keep_the_in_place_variant(target, fresh_cache, compile_count):
+    compiles = compile_count
     kernel = triton.jit(shift_right_kernel.fn)
     x = torch.arange(64, dtype=torch.float32)
     out = torch.empty(64)
@@ -50,8 +38,8 @@ def test_distinct_arguments_keep_the_in_place_variant(target, fresh_cache, monke
     torch.testing.assert_close(out[32:], torch.cat([torch.zeros(2), x[:30]]) * 10 + x[:32])
 
 
-def test_views_of_one_storage_that_do_not_overlap(target, fresh_cache, monkeypatch):
-    compiles = _count_compiles(monkeypatch)
+def test_views_of_one_storage_that_do_not_overlap(target, fresh_cache, compile_count):
+    compiles = compile_count
     kernel = triton.jit(shift_right_kernel.fn)
     buffer = torch.arange(128, dtype=torch.float32)
     source, destination = buffer[:64], buffer[64:]
