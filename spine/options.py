@@ -52,13 +52,11 @@ SWITCH_VARIABLES = ("SPINE_TRITON_DUMP_PATH", "PROTON_KERNEL_CAPTURE")
 
 
 def environment_switch_values() -> tuple:
-    """The raw values of the switches below, cheap enough to read on every launch."""
+    """The raw values of SWITCH_VARIABLES, cheap enough to read on every launch."""
     return tuple(os.environ.get(name) for name in SWITCH_VARIABLES)
 
 
 def environment_switches() -> dict:
     """Environment variables that change what a compile produces (and so belong in the cache key)."""
-    return {
-        "dump_path": os.environ.get("SPINE_TRITON_DUMP_PATH", ""),
-        "kernel_capture": os.environ.get("PROTON_KERNEL_CAPTURE", "0") not in ("", "0"),
-    }
+    dump_path, kernel_capture = environment_switch_values()
+    return {"dump_path": dump_path or "", "kernel_capture": kernel_capture not in (None, "", "0")}

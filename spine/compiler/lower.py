@@ -10,6 +10,7 @@ import os
 
 from ..errors import SpineCompilationError
 from ..to_linalg.converter import describe_location
+from ..to_linalg.memory import STACK_TILE_BYTES
 from ..to_linalg.atomics import expand_compare_and_swap
 from .math_expansion import expand_math
 
@@ -22,7 +23,6 @@ BUFFERIZE = ",".join([
     "func.func(buffer-loop-hoisting)",
 ])
 DEALLOCATE = "buffer-deallocation-pipeline"
-STACK_TILE_BYTES = 64 * 1024
 TO_LOOPS = ",".join([
     "convert-linalg-to-loops",
     "math-extend-to-supported-types",

@@ -66,11 +66,6 @@ def zero(elem: ir.Type) -> ir.Value:
     return arith.ConstantOp(elem, 0.0).result
 
 
-def cast_index_to(value: ir.Value, elem: ir.Type) -> ir.Value:
-    """An index value converted to integer type `elem` (wrapping, as triton's integers do)."""
-    return im.to_integer(value, elem)
-
-
 def strided_view(base: ir.Value, elem: ir.Type, shape, offset, strides) -> ir.Value:
     """memref.reinterpret_cast of a kernel argument to a tile-shaped strided view (sizes and strides are
     Index: ints become static)."""

@@ -25,12 +25,12 @@ from . import materialize
 from . import states as st
 from .block_pointers import as_pointer_and_mask, boundary_check
 from .converter import handles
-from .memory import Window, each_unmasked_element, mask_bytes, may_view_whole_tile, pointer_view, split_operands
+from .memory import (STACK_TILE_BYTES, Window, each_unmasked_element, mask_bytes, may_view_whole_tile, pointer_view,
+                     split_operands)
 from .types import element_type, shape_of
 
 
 PAD_NAN = 2  # triton's PaddingOption
-STACK_TILE_BYTES = 64 * 1024
 
 
 @handles("tt.load")

@@ -42,10 +42,6 @@ def element_type(ty: ir.Type) -> ir.Type:
     return ty.element_type if isinstance(ty, ir.RankedTensorType) else ty
 
 
-def tensor_of(shape, elem: ir.Type) -> ir.Type:
-    return ir.RankedTensorType.get(list(shape), elem) if shape else elem
-
-
 def is_integer(ty: ir.Type) -> bool:
     return isinstance(element_type(ty), (ir.IntegerType, ir.IndexType))
 
