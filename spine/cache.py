@@ -7,8 +7,9 @@ import tempfile
 
 def cache_dir() -> str:
     """Spine's own cache (runtime builds, symbol tables), beside triton's kernel cache."""
-    root = os.environ.get("SPINE_CACHE_DIR") or os.path.join(
-        os.environ.get("TRITON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".triton", "cache"), "spine")
+    from triton import knobs
+    from . import switches
+    root = switches.CACHE_DIR.get() or os.path.join(knobs.cache.dir, "spine")
     os.makedirs(root, exist_ok=True)
     return root
 

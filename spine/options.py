@@ -1,7 +1,6 @@
 """Compile options: what the triton frontend reads, what users pass, and what changes our output."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, fields
 from typing import Optional, Tuple
 
@@ -48,15 +47,7 @@ class CPUOptions:
         return hashlib.sha256(key.encode()).hexdigest()
 
 
-SWITCH_VARIABLES = ("SPINE_TRITON_DUMP_PATH", "PROTON_KERNEL_CAPTURE")
-
-
-def environment_switch_values() -> tuple:
-    """The raw values of SWITCH_VARIABLES, cheap enough to read on every launch."""
-    return tuple(os.environ.get(name) for name in SWITCH_VARIABLES)
-
-
 def environment_switches() -> dict:
-    """Environment variables that change what a compile produces (and so belong in the cache key)."""
-    dump_path, kernel_capture = environment_switch_values()
-    return {"dump_path": dump_path or "", "kernel_capture": kernel_capture not in (None, "", "0")}
+    """The options that environment switches set (see switches.py); they change what a compile produces."""
+    from . import switches
+    return {"dump_path": switches.DUMP_PATH.get(), "kernel_capture": switches.KERNEL_CAPTURE.get()}

@@ -61,7 +61,8 @@ class CPUBackend(BaseBackend):
         t = self.cpu_target
         args.update(arch=t.name, triple=t.triple, cpu=t.cpu, features=t.features, **environment_switches())
         if "enable_fp_fusion" not in args:
-            args["enable_fp_fusion"] = os.environ.get("TRITON_DEFAULT_FP_FUSION", "1") == "1"
+            from triton import knobs
+            args["enable_fp_fusion"] = knobs.language.default_fp_fusion
         return CPUOptions(**args)
 
     def pack_metadata(self, metadata):

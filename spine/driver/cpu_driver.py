@@ -9,7 +9,7 @@ from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
 from ..cache import atomic_write_bytes, cache_dir
-from ..options import environment_switch_values
+from ..switches import compile_key_values
 from ..targets import Target, host_target, riscv64_target, target_from_name
 from .launcher import CPULauncher
 
@@ -93,8 +93,7 @@ class CPUDriver(DriverBase):
         # triton keeps its in-memory kernel cache per device. Each distinct (target, compile-affecting
         # environment) is its own "device", so flipping SPINE_TARGET or a dump/profiling switch mid-process
         # compiles anew instead of reusing a kernel built under other settings.
-        key = (self._target_name or os.environ.get("SPINE_TARGET", ""), os.environ.get("SPINE_RISCV_FEATURES"),
-               *environment_switch_values())
+        key = (self._target_name, *compile_key_values())
         index = _DEVICE_INDEX.get(key)
         if index is None:
             index = _DEVICE_INDEX[key] = len(_DEVICE_INDEX)

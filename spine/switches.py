@@ -1,0 +1,86 @@
+"""Every environment variable Spine reads, declared once and typed (the pattern of `triton.knobs`).
+
+A switch marked `compile_key` changes what a compile produces: its value is part of the compile cache key
+and of the device index triton keys its in-memory kernel cache by, so flipping it never needs a cache wipe.
+Read a switch with `SWITCH.get()`; it re-reads the environment on every call (tests and users change
+variables mid-process), so hot paths read once per launch, not per element."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+
+def _flag(raw: str) -> bool:
+    return raw.strip().lower() not in ("", "0", "false", "off", "no")
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    parse: Callable[[str], object]
+    default: object
+    doc: str
+    compile_key: bool = False
+
+    def raw(self) -> str | None:
+        value = os.environ.get(self.name)
+        return value if value not in (None, "") else None
+
+    def get(self):
+        raw = self.raw()
+        if raw is None:
+            return self.default
+        try:
+            return self.parse(raw)
+        except ValueError:
+            raise ValueError(f"{self.name}={raw!r}: expected {self.parse.__name__}") from None
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value <= 0:
+        raise ValueError(raw)
+    return value
+
+
+_positive_int.__name__ = "a positive integer"
+_flag.__name__ = "a flag (0 or 1)"
+
+TARGET = Switch("SPINE_TARGET", str, "riscv64", "`riscv64` (default) or `host`; `CPUDriver(target=...)` overrides it",
+                compile_key=True)
+HOST_CPU = Switch("SPINE_HOST_CPU", str, None, "LLVM CPU name for `host` code (default: this machine's, e.g. "
+                  "`znver4`); set it to compile for another x86 CPU", compile_key=True)
+HOST_FEATURES = Switch("SPINE_HOST_FEATURES", str, None, "LLVM feature string for `host` code (default: this "
+                       "machine's; with `SPINE_HOST_CPU` set, that CPU's)", compile_key=True)
+RISCV_CPU = Switch("SPINE_RISCV_CPU", str, "generic-rv64", "LLVM CPU name for riscv64 code (e.g. `spacemit-x60`, "
+                   "`sifive-x280`)", compile_key=True)
+RISCV_FEATURES = Switch("SPINE_RISCV_FEATURES", str, "+64bit,+m,+a,+f,+d,+c,+v,+zfh,+zvfh,+zba,+zbb,+zbs",
+                        "LLVM features for riscv64 (default RV64GC + V + Zfh/Zvfh + Zba/Zbb/Zbs)", compile_key=True)
+DUMP_PATH = Switch("SPINE_TRITON_DUMP_PATH", str, "", "write every stage (`.ttir .linalg .llir .s .o .so`) "
+                   "here, named by kernel", compile_key=True)
+KERNEL_CAPTURE = Switch("PROTON_KERNEL_CAPTURE", _flag, False, "record every kernel launch (profiler)",
+                        compile_key=True)
+NUM_THREADS = Switch("SPINE_NUM_THREADS", _positive_int, None, "threads for the grid (default: all cores)")
+GRID_SPIN_US = Switch("SPINE_GRID_SPIN_US", int, None, "how long idle grid threads poll for the next launch "
+                      "before sleeping (default 200)")
+QEMU = Switch("SPINE_QEMU", str, None, "QEMU binary (default: `qemu-riscv64` on the PATH)")
+QEMU_CPU = Switch("SPINE_QEMU_CPU", str, "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0,Zfh=true,zba=true,zbb=true,"
+                  "zbs=true", "QEMU `-cpu` string (default VLEN 256)")
+QEMU_TRACE = Switch("SPINE_QEMU_TRACE", str, None, "log every guest instruction to this file (instruction "
+                    "counting, `bench/icount.py`)")
+KERNEL_TIMEOUT = Switch("SPINE_KERNEL_TIMEOUT", float, 600.0, "seconds before a kernel under QEMU is declared "
+                        "hung and stopped (0: never)")
+ARENA_MB = Switch("SPINE_ARENA_MB", _positive_int, 64, "initial size of the QEMU shared arena (grows on demand)")
+COMPILE_TIMEOUT = Switch("SPINE_COMPILE_TIMEOUT", float, 600.0, "seconds one compile stage may take in the "
+                         "compile worker before it is stopped (0: never)")
+CACHE_DIR = Switch("SPINE_CACHE_DIR", str, None, "Spine's own cache (runtime builds, loaded kernels); default "
+                   "`spine/` under triton's cache directory")
+
+ALL = (TARGET, HOST_CPU, HOST_FEATURES, RISCV_CPU, RISCV_FEATURES, DUMP_PATH, KERNEL_CAPTURE, NUM_THREADS,
+       GRID_SPIN_US, QEMU, QEMU_CPU, QEMU_TRACE, KERNEL_TIMEOUT, ARENA_MB, COMPILE_TIMEOUT, CACHE_DIR)
+
+
+def compile_key_values() -> tuple:
+    """The raw values of every compile-affecting switch: cheap enough to read on every launch."""
+    return tuple(s.raw() for s in ALL if s.compile_key)
