@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import functools
 import threading
+from dataclasses import dataclass
+
+from ..targets import generic_cpu
 
 _init_lock = threading.Lock()
 
@@ -17,6 +20,25 @@ def _llvm():
     return llvm
 
 
+@dataclass(frozen=True)
+class CodegenConfig:
+    """What LLVM is told: the CPU to tune for, and whether the loop vectoriser runs."""
+    cpu: str
+    loop_vectorize: bool = True
+
+    def describe(self) -> str:
+        return f"cpu={self.cpu}" + ("" if self.loop_vectorize else ", loop vectoriser off")
+
+
+def safer_configs(triple: str, cpu: str, features: str) -> list[CodegenConfig]:
+    """What to retry with after LLVM crashed, safest last: the same instruction set tuned for no particular
+    core (LLVM's per-core cost models are where its assertions have fired), then without the loop
+    vectoriser too."""
+    generic = generic_cpu(triple, cpu, features)
+    configs = [CodegenConfig(generic)] if generic != cpu else []
+    return configs + [CodegenConfig(generic, loop_vectorize=False)]
+
+
 def _target_machine(triple: str, cpu: str, features: str):
     llvm = _llvm()
     target = llvm.Target.from_triple(triple)
@@ -24,7 +46,7 @@ def _target_machine(triple: str, cpu: str, features: str):
 
 
 def optimize_and_emit(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str,
-                      want_assembly: bool = False):
+                      want_assembly: bool = False, loop_vectorize: bool = True):
     """Returns (object bytes, assembly text or None)."""
     llvm = _llvm()
     tm = _target_machine(triple, cpu, features)
@@ -36,7 +58,7 @@ def optimize_and_emit(llvm_ir: str, entry_ir: str, triple: str, cpu: str, featur
     module.link_in(entry)
     module.verify()
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
+    pto.loop_vectorization = loop_vectorize
     pto.slp_vectorization = True
     pb = llvm.create_pass_builder(tm, pto)
     pm = pb.getModulePassManager()

@@ -1,0 +1,259 @@
+"""Compile workers: the stages that run native MLIR and LLVM code run in child processes.
+
+The MLIR bindings and llvmlite's LLVM are built with assertions; one failed assertion calls abort() and
+would take the user's whole Python process with it. So the conversion, the MLIR lowering and LLVM codegen
+run in long-lived worker processes (`python -m spine.compiler.compile_worker`), reused across compiles so a
+warm compile pays one pipe round trip, not an interpreter start. A worker that dies mid-request becomes a
+`NativeCrash` carrying the stage and what the native code printed before dying; the pool replaces it.
+
+Requests and replies are pickled records over the worker's stdin/stdout, each preceded by its length.
+Stages meet only through what they send: IR text in, IR text or object bytes (and small records) out.
+Several threads may compile at once (Inductor does): each takes its own idle worker, up to one per core.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+
+from .. import switches
+
+_HEADER = struct.Struct("<Q")
+
+
+class NativeCrash(Exception):
+    """A compile worker died while running a stage (an LLVM or MLIR assertion, abort, or fatal error)."""
+
+    def __init__(self, stage: str, detail: str):
+        super().__init__(f"the {stage} stage crashed in native code: {detail}")
+        self.stage = stage
+        self.detail = detail
+
+
+class StageTimeout(Exception):
+    def __init__(self, stage: str, seconds: float):
+        super().__init__(f"the {stage} stage did not finish within {seconds:.0f} s (SPINE_COMPILE_TIMEOUT)")
+        self.stage = stage
+
+
+@dataclass(frozen=True)
+class Request:
+    stage: str          # a name in STAGES
+    kwargs: dict
+
+
+# ------------------------------------------------------------------------------------------ worker side
+def _run_linalg(generic_ttir: str, direct_loads: bool):
+    from ..to_linalg import convert_ttir
+    return convert_ttir(generic_ttir, direct_loads=direct_loads)
+
+
+def _run_llir(linalg_text: str, inline_copies: bool):
+    from .lower import lower
+    return lower(linalg_text, inline_copies=inline_copies)
+
+
+def _run_obj(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str, want_assembly: bool,
+             loop_vectorize: bool):
+    from .codegen import optimize_and_emit
+    return optimize_and_emit(llvm_ir, entry_ir, triple, cpu, features, want_assembly, loop_vectorize)
+
+
+def _run_crash(how: str):
+    """For tests: die the way native code does."""
+    if how == "abort":
+        os.abort()
+    os._exit(int(how))
+
+
+STAGES = {"linalg": _run_linalg, "llir": _run_llir, "obj": _run_obj, "crash": _run_crash}
+
+
+def _read_message(stream):
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    return pickle.loads(stream.read(_HEADER.unpack(header)[0]))
+
+
+def _write_message(stream, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def serve() -> None:
+    """The worker's loop: one request at a time until stdin closes (the parent exited or let it go)."""
+    # The protocol owns the original stdout; anything the stages print goes to stderr instead.
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    requests = sys.stdin.buffer
+    while True:
+        request = _read_message(requests)
+        if request is None:
+            return
+        try:
+            reply = ("ok", STAGES[request.stage](**request.kwargs))
+        except BaseException as err:  # noqa: BLE001 (every failure goes back to the caller)
+            reply = ("error", _portable(err))
+        _write_message(replies, reply)
+
+
+def _portable(err: BaseException) -> BaseException:
+    """The exception itself when it pickles (SpineCompilationError does), else a RuntimeError with its text."""
+    try:
+        pickle.loads(pickle.dumps(err))
+        return err
+    except Exception:  # noqa: BLE001
+        return RuntimeError(f"{type(err).__name__}: {err}")
+
+
+# ------------------------------------------------------------------------------------------ parent side
+class CompileWorker:
+    """One child process and the file that collects its stderr (where LLVM prints before it aborts)."""
+
+    def __init__(self):
+        # Append mode: the child's writes land at the end even after we truncate the file between requests.
+        self.stderr = tempfile.TemporaryFile(mode="a+b")
+        env = dict(os.environ, PYTHONFAULTHANDLER="")
+        self.proc = subprocess.Popen([sys.executable, "-m", "spine.compiler.compile_worker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env,
+                                     cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+    def call(self, request: Request, timeout: float | None):
+        self.stderr.seek(0)
+        self.stderr.truncate()
+        try:
+            _write_message(self.proc.stdin, request)
+        except (BrokenPipeError, OSError):
+            pass  # the reply read below reports the dead worker
+        reply = self._read_reply(request.stage, timeout)
+        status, value = reply
+        if status == "error":
+            raise value
+        return value
+
+    def _read_reply(self, stage: str, timeout: float | None):
+        out = self.proc.stdout
+        if timeout and not select.select([out], [], [], timeout)[0]:
+            self.close()
+            raise StageTimeout(stage, timeout)
+        try:
+            reply = _read_message(out)
+        except (EOFError, pickle.UnpicklingError, OSError):
+            reply = None
+        if reply is None:
+            raise NativeCrash(stage, self._death_detail())
+        return reply
+
+    def _death_detail(self) -> str:
+        code = self.proc.wait()
+        self.stderr.seek(0)
+        lines = [ln for ln in self.stderr.read().decode(errors="replace").splitlines() if ln.strip()]
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        message = "\n".join(lines[-12:]) if lines else "(nothing printed)"
+        return f"{how}\n{message}"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout, self.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+class CompileWorkerPool:
+    """Idle workers wait here; a caller takes one (starting a new one when none is idle and fewer than
+    `limit` exist), and gives it back unless it died."""
+
+    def __init__(self, limit: int):
+        self.pid = os.getpid()
+        self.limit = max(1, limit)
+        self.idle: list[CompileWorker] = []
+        self.count = 0
+        self.cond = threading.Condition()
+
+    def prestart(self) -> None:
+        """Start a worker now so its imports overlap with the caller's own work (triton's frontend)."""
+        with self.cond:
+            if self.count == 0:
+                self.idle.append(CompileWorker())
+                self.count += 1
+
+    def _take(self) -> CompileWorker:
+        with self.cond:
+            while True:
+                while self.idle:
+                    worker = self.idle.pop()
+                    if worker.alive():
+                        return worker
+                    worker.close()
+                    self.count -= 1
+                if self.count < self.limit:
+                    self.count += 1
+                    break
+                self.cond.wait()
+        try:
+            return CompileWorker()
+        except BaseException:
+            with self.cond:
+                self.count -= 1
+                self.cond.notify()
+            raise
+
+    def _give_back(self, worker: CompileWorker) -> None:
+        with self.cond:
+            if worker.alive():
+                self.idle.append(worker)
+            else:
+                worker.close()
+                self.count -= 1
+            self.cond.notify()
+
+    def run(self, stage: str, **kwargs):
+        timeout = switches.COMPILE_TIMEOUT.get() or None
+        worker = self._take()
+        try:
+            return worker.call(Request(stage, kwargs), timeout)
+        finally:
+            self._give_back(worker)
+
+    def shutdown(self) -> None:
+        with self.cond:
+            for worker in self.idle:
+                worker.close()
+            self.count -= len(self.idle)
+            self.idle.clear()
+
+
+_POOL: CompileWorkerPool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def pool() -> CompileWorkerPool:
+    """The process's pool (created on first use; workers exit when this process closes their stdin)."""
+    global _POOL
+    with _POOL_LOCK:
+        # A forked child (Inductor's compile workers) must not share its parent's workers' pipes.
+        if _POOL is None or _POOL.pid != os.getpid():
+            import atexit
+            _POOL = CompileWorkerPool(os.cpu_count() or 1)
+            atexit.register(_POOL.shutdown)
+        return _POOL
+
+
+if __name__ == "__main__":
+    serve()
