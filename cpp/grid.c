@@ -10,9 +10,11 @@
  * participant count together, so a worker never mixes up two launches. */
 #define _GNU_SOURCE
 #include "grid.h"
+#include "fault_guard.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -49,7 +51,16 @@ typedef struct {
     int64_t chunk;
     _Atomic int64_t next;      /* next program id to hand out */
     _Atomic int finished;      /* workers done with this launch */
+    _Atomic int faulted;       /* a program faulted (guarded launches); the first fault is kept below */
+    spine_fault_t fault;
+    int64_t fault_program;
 } launch_t;
+
+/* Whether kernels run under the fault guard (in the user's process) or may take the process down (the
+ * QEMU kernel server, which the host restarts). */
+static int guard_faults;
+/* The program id this thread is running, for naming the one that faulted. */
+static __thread int64_t running_program;
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;  /* one launch at a time */
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -85,12 +96,47 @@ static void run_chunks(launch_t *l) {
         if (start >= l->total) return;
         int64_t end = start + l->chunk < l->total ? start + l->chunk : l->total;
         for (int64_t id = start; id < end; id++) {
+            running_program = id;
             int32_t x = (int32_t)(id % l->gx);
             int32_t y = (int32_t)((id / l->gx) % l->gy);
             int32_t z = (int32_t)(id / ((int64_t)l->gx * l->gy));
             l->fn(l->args, x, y, z, l->gx, l->gy, l->gz);
         }
     }
+}
+
+static void run_chunks_thunk(void *launch) { run_chunks(launch); }
+
+/* This thread's share of a launch; under the guard, a fault stops the whole launch and is recorded. */
+static void run_share(launch_t *l) {
+    if (!guard_faults) {
+        run_chunks(l);
+        return;
+    }
+    spine_fault_t fault;
+    if (!spine_guarded_call(run_chunks_thunk, l, &fault)) return;
+    if (atomic_exchange(&l->faulted, 1) == 0) {
+        l->fault = fault;
+        l->fault_program = running_program;
+    }
+    atomic_store(&l->next, l->total);
+}
+
+void spine_grid_guard_faults(int on) {
+    if (on) spine_fault_guard_install();
+    guard_faults = on;
+}
+
+int spine_grid_take_fault(char *buffer, int size) {
+    if (!atomic_load(&current.faulted)) return 0;
+    launch_t *l = &current;
+    char what[768];
+    spine_fault_describe(&l->fault, what, sizeof what);
+    int32_t x = (int32_t)(l->fault_program % l->gx), y = (int32_t)((l->fault_program / l->gx) % l->gy);
+    int32_t z = (int32_t)(l->fault_program / ((int64_t)l->gx * l->gy));
+    snprintf(buffer, (size_t)size, "%s, in program (%d, %d, %d)", what, x, y, z);
+    atomic_store(&l->faulted, 0);
+    return 1;
 }
 
 static uint64_t await_launch(uint64_t seen) {
@@ -115,7 +161,7 @@ static void *worker_main(void *arg) {
         seen = await_launch(seen);
         int participants = (int)(seen & 0xffff);
         if (index >= participants) continue;
-        run_chunks(&current);
+        run_share(&current);
         if (atomic_fetch_add(&current.finished, 1) + 1 == participants) {
             pthread_mutex_lock(&state_lock);
             pthread_cond_signal(&work_done);
@@ -173,6 +219,7 @@ int spine_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32
     if (current.chunk < 1) current.chunk = 1;
     atomic_store(&current.next, 0);
     atomic_store(&current.finished, 0);
+    atomic_store(&current.faulted, 0);
     if (helpers > 0) {
         uint64_t generation = (atomic_load(&launch_word) >> 16) + 1;
         pthread_mutex_lock(&state_lock);
@@ -181,9 +228,10 @@ int spine_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32
         pthread_mutex_unlock(&state_lock);
     }
 
-    run_chunks(&current);
+    run_share(&current);
 
     if (helpers > 0) await_helpers(helpers);
+    int faulted = atomic_load(&current.faulted);
     pthread_mutex_unlock(&pool_lock);
-    return 0;
+    return faulted ? SPINE_GRID_FAULTED : 0;
 }

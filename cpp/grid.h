@@ -11,12 +11,21 @@
 typedef void (*spine_entry_fn)(void **args, int32_t px, int32_t py, int32_t pz,
                                int32_t nx, int32_t ny, int32_t nz);
 
-/* Runs the grid gx*gy*gz on up to num_threads threads (0: all cores). Returns 0, or an errno value. */
+#define SPINE_GRID_FAULTED (-1)
+
+/* Runs the grid gx*gy*gz on up to num_threads threads (0: all cores). Returns 0, an errno value, or
+ * SPINE_GRID_FAULTED when a program faulted under the fault guard (see spine_grid_take_fault). */
 int spine_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads);
 
 /* How many microseconds idle threads poll for the next launch before sleeping (0: sleep at once).
  * Polling pays off natively; under emulation it only takes host cores from the threads doing work. */
 void spine_grid_set_spin(int microseconds);
+
+/* Runs kernels under the fault guard (fault_guard.h) from now on: for kernels in the caller's process. */
+void spine_grid_guard_faults(int on);
+
+/* 1 and a description of the last launch's fault (which clears it), else 0. */
+int spine_grid_take_fault(char *buffer, int size);
 
 /* Number of online cores. */
 int spine_num_cores(void);

@@ -8,3 +8,6 @@ int spine_host_run_grid(void *entry, void **args, int32_t gx, int32_t gy, int32_
 }
 
 int spine_host_num_cores(void) { return spine_num_cores(); }
+
+/* Kernels run inside the user's Python process: a fault in one must become an exception, not a crash. */
+__attribute__((constructor)) static void guard_kernels(void) { spine_grid_guard_faults(1); }

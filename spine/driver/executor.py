@@ -9,20 +9,16 @@ import ctypes
 import os
 from dataclasses import dataclass, field
 
-from ..errors import DeviceAssertionError
+from .. import switches
+from ..errors import DeviceAssertionError, KernelFault
 
 
 _CORES = os.cpu_count() or 1
+GRID_FAULTED = -1  # grid.h's SPINE_GRID_FAULTED
 
 
 def default_num_threads() -> int:
-    value = os.environ.get("SPINE_NUM_THREADS")
-    if value:
-        n = int(value)
-        if n <= 0:
-            raise ValueError(f"SPINE_NUM_THREADS must be positive, got {value}")
-        return n
-    return _CORES
+    return switches.NUM_THREADS.get() or _CORES
 
 
 @dataclass
@@ -44,9 +40,11 @@ class NativeExecutor:
         self.runtime.spine_host_run_grid.restype = ctypes.c_int
         self.runtime.spine_take_assert_failure.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         self.runtime.spine_take_assert_failure.restype = ctypes.c_int
-        spin = os.environ.get("SPINE_GRID_SPIN_US")
-        if spin:
-            self.runtime.spine_grid_set_spin(int(spin))
+        self.runtime.spine_grid_take_fault.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        self.runtime.spine_grid_take_fault.restype = ctypes.c_int
+        spin = switches.GRID_SPIN_US.get()
+        if spin is not None:
+            self.runtime.spine_grid_set_spin(spin)
 
     def load(self, name: str, so_path: str) -> LoadedKernel:
         lib = ctypes.CDLL(so_path, mode=os.RTLD_LOCAL)
@@ -61,6 +59,11 @@ class NativeExecutor:
         args = (ctypes.c_void_p * max(n, 1))(*range(base, base + 8 * n, 8))
         rc = self.runtime.spine_host_run_grid(kernel.state["entry"], args, grid[0], grid[1], grid[2],
                                               default_num_threads())
+        if rc == GRID_FAULTED:
+            message = ctypes.create_string_buffer(1024)
+            self.runtime.spine_grid_take_fault(message, len(message))
+            self.runtime.spine_take_assert_failure(message, 0)  # a partial launch's assertions are moot
+            raise KernelFault(f"kernel '{kernel.name}' faulted: {message.value.decode(errors='replace')}")
         if rc:
             raise RuntimeError(f"launching kernel '{kernel.name}' failed: {os.strerror(rc)}")
         message = ctypes.create_string_buffer(1024)

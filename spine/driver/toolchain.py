@@ -31,7 +31,7 @@ def zig(*args: str) -> None:
 
 def _sources_hash(names: tuple[str, ...], extra: str) -> str:
     h = hashlib.sha256(extra.encode())
-    for name in names + ("grid.h", "device_io.h"):
+    for name in names + ("grid.h", "device_io.h", "fault_guard.h"):
         with open(os.path.join(CPP_DIR, name), "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]
@@ -56,12 +56,12 @@ def _build(kind: str, sources: tuple[str, ...], flags: tuple[str, ...], suffix: 
 
 @functools.lru_cache(maxsize=None)
 def host_runtime_library() -> str:
-    return _build("host-runtime", ("host_runtime.c", "grid.c", "device_io.c"), ("-shared", "-fPIC", "-O2", "-lpthread"),
+    return _build("host-runtime", ("host_runtime.c", "grid.c", "fault_guard.c", "device_io.c"), ("-shared", "-fPIC", "-O2", "-lpthread"),
                   ".so")
 
 
 @functools.lru_cache(maxsize=None)
 def guest_kernel_server() -> str:
     # -rdynamic: kernels bind to the server's device print/assert functions.
-    return _build("kernel-server", ("kernel_server.c", "grid.c", "device_io.c"),
+    return _build("kernel-server", ("kernel_server.c", "grid.c", "fault_guard.c", "device_io.c"),
                   ("-target", GUEST_ZIG_TARGET, "-O2", "-rdynamic", "-lpthread", "-ldl"), "")

@@ -1,0 +1,139 @@
+/* See fault_guard.h. Written by hand because no library offers it for C called from Python: the handler
+ * must be per thread (several grid threads run kernels at once) and must chain to the handlers Python
+ * or the embedding program installed for faults that are not ours. */
+#define _GNU_SOURCE
+#include "fault_guard.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#define GUARDED_SIGNALS 4
+static const int guarded[GUARDED_SIGNALS] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+static struct sigaction previous[GUARDED_SIGNALS];
+static pthread_once_t installed = PTHREAD_ONCE_INIT;
+
+/* Initial-exec TLS: a signal handler must not call __tls_get_addr, which may allocate. */
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+static TLS sigjmp_buf *volatile active_jump;
+static TLS spine_fault_t *volatile active_fault;
+static TLS int has_alt_stack;
+
+static uintptr_t fault_pc(void *context) {
+    ucontext_t *uc = context;
+#if defined(__x86_64__)
+    return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__riscv)
+    return (uintptr_t)uc->uc_mcontext.__gregs[REG_PC];
+#elif defined(__aarch64__)
+    return (uintptr_t)uc->uc_mcontext.pc;
+#else
+    (void)uc;
+    return 0;
+#endif
+}
+
+static void chain(int sig, siginfo_t *info, void *context) {
+    for (int i = 0; i < GUARDED_SIGNALS; i++) {
+        if (guarded[i] != sig) continue;
+        struct sigaction *old = &previous[i];
+        if (old->sa_flags & SA_SIGINFO) {
+            old->sa_sigaction(sig, info, context);
+        } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+            old->sa_handler(sig);
+        } else {
+            /* Returning re-executes the faulting instruction, which now meets the default action. */
+            signal(sig, SIG_DFL);
+        }
+        return;
+    }
+}
+
+static void on_fault(int sig, siginfo_t *info, void *context) {
+    sigjmp_buf *jump = active_jump;
+    if (!jump) {
+        chain(sig, info, context);
+        return;
+    }
+    active_jump = NULL;
+    spine_fault_t *fault = active_fault;
+    fault->signal = sig;
+    fault->code = info->si_code;
+    fault->address = (uintptr_t)info->si_addr;
+    fault->pc = fault_pc(context);
+    siglongjmp(*jump, 1);
+}
+
+static void install(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = on_fault;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    for (int i = 0; i < GUARDED_SIGNALS; i++) sigaction(guarded[i], &action, &previous[i]);
+}
+
+void spine_fault_guard_install(void) { pthread_once(&installed, install); }
+
+void spine_fault_guard_thread_init(void) {
+    if (has_alt_stack) return;
+    stack_t current;
+    if (sigaltstack(NULL, &current) == 0 && !(current.ss_flags & SS_DISABLE)) {
+        has_alt_stack = 1;  /* the thread has one already (Python's faulthandler sets one) */
+        return;
+    }
+    stack_t alt;
+    alt.ss_size = 64 * 1024;
+    alt.ss_sp = malloc(alt.ss_size);  /* lives as long as the thread; never freed */
+    alt.ss_flags = 0;
+    if (alt.ss_sp && sigaltstack(&alt, NULL) == 0) has_alt_stack = 1;
+}
+
+int spine_guarded_call(void (*body)(void *), void *ctx, spine_fault_t *fault) {
+    sigjmp_buf jump;
+    spine_fault_guard_thread_init();
+    fault->signal = 0;
+    if (sigsetjmp(jump, 1)) return 1;
+    active_fault = fault;
+    active_jump = &jump;
+    body(ctx);
+    active_jump = NULL;
+    return 0;
+}
+
+static const char *signal_name(int sig) {
+    switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    default: return "signal";
+    }
+}
+
+static const char *signal_meaning(int sig, int code) {
+    switch (sig) {
+    case SIGSEGV: return "invalid memory access";
+    case SIGBUS: return "misaligned or unmapped memory access";
+    case SIGFPE: return code == FPE_INTDIV ? "integer division by zero"
+                      : code == FPE_INTOVF ? "integer overflow in division" : "arithmetic exception";
+    case SIGILL: return "illegal instruction: was the kernel compiled for a CPU this machine is not?";
+    default: return "fault";
+    }
+}
+
+void spine_fault_describe(const spine_fault_t *fault, char *buffer, int size) {
+    Dl_info info;
+    char where[512] = "";
+    if (fault->pc && dladdr((void *)fault->pc, &info) && info.dli_fname) {
+        snprintf(where, sizeof where, " in %s+0x%lx", info.dli_fname,
+                 (unsigned long)(fault->pc - (uintptr_t)info.dli_fbase));
+    }
+    snprintf(buffer, (size_t)size, "%s (%s) at address 0x%lx%s", signal_name(fault->signal),
+             signal_meaning(fault->signal, fault->code), (unsigned long)fault->address, where);
+}
