@@ -1,9 +1,11 @@
 /* The guest side of Spine's QEMU execution: a long-lived riscv64 process that loads kernel shared objects
  * and runs their grids, so a launch under emulation costs one pipe round trip rather than a process start.
  *
- * Usage: spine-kernel-server <arena file> <arena bytes> <request fd> <reply fd>
- * The arena is a file in /dev/shm that the host maps too: kernel arguments are copied there by the host,
- * and pointer arguments arrive as offsets into it.
+ * Usage: spine-kernel-server <arena fd> <arena bytes> <request fd> <reply fd> <lifeline fd>
+ * The arena is an anonymous shared-memory file (memfd) that the host maps too: kernel arguments are copied
+ * there by the host, and pointer arguments arrive as offsets into it. Nothing named is ever created, so
+ * nothing is left behind when either side dies. The lifeline is a pipe the host never writes: when the host
+ * process ends, however it ends, the pipe closes and this server exits, even in the middle of a kernel.
  *
  * Protocol on the two pipe descriptors, little-endian:
  *   request  = u32 command, u32 payload length, payload
@@ -23,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -147,16 +151,23 @@ static void handle_run(uint8_t *payload, uint32_t len) {
     reply(0, NULL, 0);
 }
 
+static void *watch_lifeline(void *arg) {
+    struct pollfd p = {.fd = (int)(intptr_t)arg, .events = POLLIN};
+    while (poll(&p, 1, -1) < 0) {}
+    _exit(0);  /* the host process is gone */
+}
+
 int main(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: %s <arena file> <arena bytes> <request fd> <reply fd>\n", argv[0]);
+    if (argc != 6) {
+        fprintf(stderr, "usage: %s <arena fd> <arena bytes> <request fd> <reply fd> <lifeline fd>\n", argv[0]);
         return 2;
     }
     request_fd = atoi(argv[3]);
     reply_fd = atoi(argv[4]);
+    pthread_t watcher;
+    if (pthread_create(&watcher, NULL, watch_lifeline, (void *)(intptr_t)atoi(argv[5]))) return 2;
     size_t size = strtoull(argv[2], NULL, 10);
-    int fd = open(argv[1], O_RDWR);
-    if (fd < 0) { perror("open arena"); return 2; }
+    int fd = atoi(argv[1]);
     arena = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (arena == MAP_FAILED) { perror("mmap arena"); return 2; }
     close(fd);

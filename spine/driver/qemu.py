@@ -1,10 +1,11 @@
 """Runs riscv64 kernels on a non-riscv machine: a persistent guest server under QEMU user mode.
 
-Tensors are copied into a shared-memory arena that both sides map (the file lives in /dev/shm only until
-the guest has mapped it), pointer arguments travel as arena offsets, and after the grid ran only the
+Tensors are copied into a shared-memory arena that both sides map (an anonymous memfd: no file is ever
+named, so none can be left behind), pointer arguments travel as arena offsets, and after the grid ran only the
 storages the kernel may write are copied back. Arguments that share a storage are copied as one span, so
 aliasing views behave as they do natively. A kernel that faults kills the guest: we raise KernelFault and
-start a fresh server on the next launch."""
+start a fresh server on the next launch. The server exits by itself when this process ends, however it
+ends (a lifeline pipe closes), so no guest process outlives its host."""
 from __future__ import annotations
 
 import atexit
@@ -13,6 +14,7 @@ import mmap
 import os
 import resource
 import select
+import signal
 import shutil
 import struct
 import subprocess
@@ -20,15 +22,18 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
+from .. import switches
 from ..errors import DeviceAssertionError, KernelFault
 from .arguments import byte_range
 from .executor import LoadedKernel, default_num_threads
 
 CMD_LOAD, CMD_RUN, CMD_PING = 1, 2, 3
 STATUS_ASSERTION = 2
-QEMU_CPU = "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0,Zfh=true,zba=true,zbb=true,zbs=true"
 GUEST_SYSROOT = "/usr/riscv64-linux-gnu"
 ALIGN = 64
+_SIGNAL_MEANINGS = {signal.SIGSEGV: "invalid memory access", signal.SIGBUS: "misaligned or unmapped memory access",
+                    signal.SIGILL: "illegal instruction (code for a CPU or extension QEMU does not emulate?)",
+                    signal.SIGFPE: "arithmetic exception"}
 
 
 def _no_core_files() -> None:
@@ -37,7 +42,7 @@ def _no_core_files() -> None:
 
 
 def qemu_binary() -> str:
-    explicit = os.environ.get("SPINE_QEMU")
+    explicit = switches.QEMU.get()
     if explicit:
         return explicit
     for name in ("qemu-riscv64", "qemu-riscv64-static"):
@@ -51,7 +56,7 @@ def qemu_binary() -> str:
 def trace_arguments() -> list[str]:
     """With SPINE_QEMU_TRACE=<file>, QEMU logs every executed guest instruction (one instruction per
     translation block, no chaining) to that file: bench/icount.py counts those inside a kernel."""
-    path = os.environ.get("SPINE_QEMU_TRACE")
+    path = switches.QEMU_TRACE.get()
     if not path:
         return []
     help_text = subprocess.run([qemu_binary(), "-h"], capture_output=True, text=True).stdout
@@ -60,7 +65,7 @@ def trace_arguments() -> list[str]:
 
 
 def kernel_timeout() -> float | None:
-    value = float(os.environ.get("SPINE_KERNEL_TIMEOUT", "600"))
+    value = switches.KERNEL_TIMEOUT.get()
     return value if value > 0 else None
 
 
@@ -72,24 +77,27 @@ class QemuServer:
         self.arena_bytes = arena_bytes
         if not os.path.isdir(GUEST_SYSROOT):
             raise RuntimeError(f"{GUEST_SYSROOT} is missing: install Debian's libc6-riscv64-cross")
-        fd, path = tempfile.mkstemp(prefix="spine-arena-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        fd = os.memfd_create("spine-arena")
         self.stderr = tempfile.TemporaryFile()
-        self.proc = self.request_fd = self.reply_fd = None
+        self.proc = self.request_fd = self.reply_fd = self.lifeline_fd = None
         try:
             os.ftruncate(fd, arena_bytes)
             self.arena = mmap.mmap(fd, arena_bytes)
             self.arena_addr = ctypes.addressof(ctypes.c_char.from_buffer(self.arena))
             request_read, self.request_fd = os.pipe()
             self.reply_fd, reply_write = os.pipe()
-            cmd = [qemu_binary(), "-L", GUEST_SYSROOT, "-cpu", os.environ.get("SPINE_QEMU_CPU", QEMU_CPU),
-                   *trace_arguments(), guest_kernel_server(), path, str(arena_bytes), str(request_read),
-                   str(reply_write)]
+            # Only this process holds the write end (pipes are close-on-exec), so it closes when we die.
+            lifeline_read, self.lifeline_fd = os.pipe()
+            cmd = [qemu_binary(), "-L", GUEST_SYSROOT, "-cpu", switches.QEMU_CPU.get(), *trace_arguments(),
+                   guest_kernel_server(), str(fd), str(arena_bytes), str(request_read), str(reply_write),
+                   str(lifeline_read)]
+            child_fds = (fd, request_read, reply_write, lifeline_read)
             try:
                 self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=self.stderr,
-                                             pass_fds=(request_read, reply_write), preexec_fn=_no_core_files)
+                                             pass_fds=child_fds, preexec_fn=_no_core_files)
             finally:
-                os.close(request_read)
-                os.close(reply_write)
+                for child_fd in child_fds[1:]:
+                    os.close(child_fd)
             status, payload = self._read_reply(timeout=60)
             if status != 0:
                 raise RuntimeError(f"QEMU kernel server failed to start: {payload!r}")
@@ -99,7 +107,6 @@ class QemuServer:
             raise
         finally:
             os.close(fd)
-            os.unlink(path)  # both sides have it mapped now; nothing outlives the process
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -110,7 +117,7 @@ class QemuServer:
             proc.kill()
             proc.wait()
         self.proc = None
-        for name in ("request_fd", "reply_fd"):
+        for name in ("request_fd", "reply_fd", "lifeline_fd"):
             fd = getattr(self, name, None)
             if fd is not None:
                 os.close(fd)
@@ -153,7 +160,10 @@ class QemuServer:
     def _death_message(self) -> str:
         self.stderr.seek(0)
         err = self.stderr.read().decode(errors="replace").strip().splitlines()
-        detail = err[-1] if err else f"exit status {self.proc.returncode}"
+        code = self.proc.returncode
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        meaning = _SIGNAL_MEANINGS.get(-code, "")
+        detail = f"{how}{': ' + meaning if meaning else ''}" + (f"; QEMU said: {err[-1]}" if err else "")
         return f"the kernel crashed inside QEMU ({detail})"
 
 
@@ -183,7 +193,7 @@ class QemuExecutor:
         if self.server is not None and (not self.server.alive() or self.server.arena_bytes < arena_bytes):
             self.shutdown()
         if self.server is None:
-            size = max(arena_bytes, int(os.environ.get("SPINE_ARENA_MB", "64")) << 20)
+            size = max(arena_bytes, switches.ARENA_MB.get() << 20)
             self.server = QemuServer(1 << (size - 1).bit_length())
             self.generation += 1
         return self.server
