@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from spine.driver.toolchain import zig
+from spine.zig import zig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RISCV_CPU = "generic_rv64+m+a+f+d+c+v+zfh+zba+zbb+zbs"

@@ -61,7 +61,7 @@ def make_so(llir: str, metadata, options):
     metadata["spine_codegen"] = config.describe()
     dump_artifact(options.dump_path, metadata["name"], "s", asm or "")
     dump_artifact(options.dump_path, metadata["name"], "o", obj)
-    so = link_shared(obj)
+    so = link_shared(obj, options.triple)
     dump_artifact(options.dump_path, metadata["name"], "so", so)
     return so
 

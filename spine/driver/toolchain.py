@@ -1,32 +1,17 @@
-"""Builds Spine's C runtime (cpp/) with zig's clang, once per source version and target, into the cache."""
+"""Builds Spine's C runtime (cpp/) with zig's clang, once per source version and target, into the cache
+(verified on use: see zig.cached_build)."""
 from __future__ import annotations
 
 import functools
 import hashlib
 import os
-import subprocess
-import sys
-import tempfile
 
-from ..cache import cache_dir
+from ..zig import cached_build, zig
 
 CPP_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "cpp")
 
 # Debian bookworm's riscv64 glibc; the guest runs against /usr/riscv64-linux-gnu (libc6-riscv64-cross).
 GUEST_ZIG_TARGET = "riscv64-linux-gnu.2.36"
-
-
-def zig_env() -> dict:
-    env = dict(os.environ)
-    env.setdefault("ZIG_GLOBAL_CACHE_DIR", os.path.join(cache_dir(), "zig"))
-    return env
-
-
-def zig(*args: str) -> None:
-    cmd = [sys.executable, "-m", "ziglang", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=zig_env())
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr}")
 
 
 def _sources_hash(names: tuple[str, ...], extra: str) -> str:
@@ -38,20 +23,9 @@ def _sources_hash(names: tuple[str, ...], extra: str) -> str:
 
 
 def _build(kind: str, sources: tuple[str, ...], flags: tuple[str, ...], suffix: str) -> str:
-    out = os.path.join(cache_dir(), "runtime", f"{kind}-{_sources_hash(sources, ' '.join(flags))}{suffix}")
-    if os.path.exists(out):
-        return out
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out), prefix=".tmp-")
-    os.close(fd)
-    try:
-        zig("cc", *flags, *(os.path.join(CPP_DIR, s) for s in sources), "-o", tmp)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return out
+    def build(path: str) -> None:
+        zig("cc", *flags, *(os.path.join(CPP_DIR, s) for s in sources), "-o", path)
+    return cached_build(f"{kind}-{_sources_hash(sources, ' '.join(flags))}{suffix}", build)
 
 
 @functools.lru_cache(maxsize=None)

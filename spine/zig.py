@@ -1,0 +1,71 @@
+"""zig (shipped by the ziglang wheel) as Spine's C compiler, archiver and linker, and the cache of what
+it builds: each product is built once per key, and verified by a digest kept beside it, so a truncated
+or corrupted build is rebuilt instead of being handed to the loader."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Callable
+
+from .cache import atomic_write_text, cache_dir, file_digest
+
+
+def zig_env() -> dict:
+    env = dict(os.environ)
+    env.setdefault("ZIG_GLOBAL_CACHE_DIR", os.path.join(cache_dir(), "zig"))
+    return env
+
+
+def zig(*args: str) -> None:
+    cmd = [sys.executable, "-m", "ziglang", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=zig_env())
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr}")
+
+
+def cached_build(name: str, build: Callable[[str], None]) -> str:
+    """The path of `name` in the build cache, running build(path) first when it is missing or does not
+    match its digest. Builds write a temporary file that replaces the old one whole (atomic)."""
+    out = os.path.join(cache_dir(), "runtime", name)
+    digest_path = out + ".sha256"
+    try:
+        with open(digest_path) as f:
+            if f.read().strip() == file_digest(out):
+                return out
+    except OSError:
+        pass
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out), prefix=".tmp-")
+    os.close(fd)
+    try:
+        build(tmp)
+        os.chmod(tmp, 0o755)
+        digest = file_digest(tmp)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    atomic_write_text(digest_path, digest)
+    return out
+
+
+def _zig_lib_dir() -> str:
+    import ziglang
+    return os.path.join(os.path.dirname(ziglang.__file__), "lib")
+
+
+def compiler_rt_archive(arch: str) -> str:
+    """LLVM's soft-float and wide-integer helpers (__extendhfsf2, __truncdfbf2, __divti3, ...), which
+    LLVM calls where the target has no instruction, as zig's compiler-rt built for the baseline of `arch`.
+    One function per section in an archive, so a kernel links in only the few helpers it calls."""
+    def build(path: str) -> None:
+        with tempfile.TemporaryDirectory(prefix="spine-crt-") as tmp:
+            obj = os.path.join(tmp, "compiler_rt.o")
+            zig("build-obj", "-ffunction-sections", "-fPIC", "-fstrip", "-OReleaseFast", "-target",
+                f"{arch}-linux-gnu", os.path.join(_zig_lib_dir(), "compiler_rt.zig"), f"-femit-bin={obj}")
+            os.unlink(path)
+            zig("ar", "rcs", path, obj)
+    from importlib.metadata import version
+    return cached_build(f"compiler-rt-{arch}-{version('ziglang')}.a", build)
