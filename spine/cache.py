@@ -1,6 +1,8 @@
 """Where Spine keeps files between runs, and how it writes them (atomically)."""
 from __future__ import annotations
 
+import functools
+import json
 import os
 import tempfile
 
@@ -30,3 +32,50 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
 
 def atomic_write_text(path: str, text: str) -> None:
     atomic_write_bytes(path, text.encode())
+
+
+def file_digest(path: str) -> str:
+    import hashlib
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def verified_cache_manager_class():
+    """triton's file cache, with a digest of every file of a compiled kernel kept in the kernel's group
+    record: an entry whose files were truncated or corrupted reads as a miss (triton then compiles again
+    and replaces it), never as a broken binary handed to the loader."""
+    from triton.runtime.cache import FileCacheManager
+
+    class VerifiedFileCacheManager(FileCacheManager):
+        def put_group(self, filename, group):
+            digests = {name: file_digest(path) for name, path in group.items()}
+            record = json.dumps({"child_paths": group, "spine_sha256": digests})
+            return self.put(record, f"__grp__{filename}", binary=False)
+
+        def get_group(self, filename):
+            path = self.get_file(f"__grp__{filename}")
+            if path is None:
+                return None
+            try:
+                with open(path) as f:
+                    record = json.load(f)
+                group, digests = record["child_paths"], record["spine_sha256"]
+                if set(group) != set(digests):
+                    return None
+                for name, child in group.items():
+                    if file_digest(child) != digests[name]:
+                        return None
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                return None
+            return group
+
+    return VerifiedFileCacheManager
+
+
+def use_verified_cache() -> None:
+    """Make triton's kernel cache verify what it reads, unless the user chose a cache manager of their own."""
+    from triton import knobs
+    from triton.runtime.cache import FileCacheManager
+    if knobs.cache.manager_class in (None, FileCacheManager):
+        knobs.cache.manager_class = verified_cache_manager_class()

@@ -14,6 +14,7 @@ from dataclasses import fields
 
 from triton.backends.compiler import BaseBackend, GPUTarget
 
+from ..cache import use_verified_cache
 from ..options import CPUOptions, environment_switches
 from ..targets import target_from_name
 
@@ -50,6 +51,7 @@ class CPUBackend(BaseBackend):
 
     def __init__(self, target: GPUTarget) -> None:
         super().__init__(target)
+        use_verified_cache()
         self.cpu_target = target_from_name(target.arch.split(":")[0])
 
     def hash(self) -> str:

@@ -68,15 +68,25 @@ def _symbol_offsets_uncached(path: str) -> dict[str, int]:
 def _symbol_offsets(path: str) -> dict[str, int]:
     from ..cache import cache_dir, atomic_write_text
     st = os.stat(path)
-    memo = os.path.join(cache_dir(), "symbols", f"libtriton-{st.st_size}-{int(st.st_mtime)}.json")
+    memo = os.path.join(cache_dir(), "symbols", f"libtriton-{st.st_size}-{int(st.st_mtime)}-v2.json")
     try:
         with open(memo) as f:
-            return json.load(f)
-    except (OSError, ValueError):
+            record = json.load(f)
+        # Calling a wrong address would crash the process: use the memo only if it is intact.
+        if record["check"] == _offsets_check(record["offsets"]):
+            return record["offsets"]
+    except (OSError, ValueError, KeyError, TypeError):
         pass
     offsets = _symbol_offsets_uncached(path)
-    atomic_write_text(memo, json.dumps(offsets))
+    atomic_write_text(memo, json.dumps({"offsets": offsets, "check": _offsets_check(offsets)}))
     return offsets
+
+
+def _offsets_check(offsets) -> str:
+    import hashlib
+    if sorted(offsets) != sorted(_SYMBOLS) or not all(isinstance(v, int) and v > 0 for v in offsets.values()):
+        return ""
+    return hashlib.sha256(json.dumps(offsets, sort_keys=True).encode()).hexdigest()
 
 
 def _load_base(path: str) -> int:

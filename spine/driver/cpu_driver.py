@@ -32,15 +32,28 @@ def target_of_binary(kernel: bytes) -> Target:
     return host
 
 
-@functools.lru_cache(maxsize=None)
 def _executor_for(target: Target):
-    if target.is_native:
+    return _executor(target.name, target.is_native)
+
+
+@functools.lru_cache(maxsize=None)
+def _executor(target_name: str, native: bool):
+    """One executor per kind of target, whatever CPU or features its kernels were compiled for."""
+    if native:
         from .executor import NativeExecutor
         return NativeExecutor()
-    if target.name == "riscv64":
+    if target_name == "riscv64":
         from .qemu import QemuExecutor
         return QemuExecutor()
-    raise RuntimeError(f"cannot run code for {target.arch} on this machine")
+    raise RuntimeError(f"cannot run code for {target_name} on this machine")
+
+
+def _holds(path: str, data: bytes) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read() == data
+    except OSError:
+        return False
 
 
 class CPUUtils:
@@ -52,7 +65,7 @@ class CPUUtils:
         target = target_of_binary(kernel)
         digest = hashlib.sha256(kernel).hexdigest()[:24]
         path = os.path.join(cache_dir(), "kernels", f"{name[:80]}-{digest}.so")
-        if not os.path.exists(path):
+        if not _holds(path, kernel):  # missing, or damaged since it was written
             atomic_write_bytes(path, kernel)
         loaded = _executor_for(target).load(name, path)
         # (module, function, n_regs, n_spills, n_max_threads)
