@@ -66,14 +66,22 @@ def _run_obj(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str, 
     return optimize_and_emit(llvm_ir, entry_ir, triple, cpu, features, want_assembly, loop_vectorize)
 
 
-def _run_crash(how: str):
-    """For tests: die the way native code does."""
-    if how == "abort":
+def _run_selftest(action: str):
+    """Misbehave the ways native code can, so the parent's handling of each is testable: "abort",
+    "exit:<status>", "sleep:<seconds>", "pid" (answers the worker's process id)."""
+    import time
+    verb, _, arg = action.partition(":")
+    if verb == "abort":
+        print("selftest: aborting", file=sys.stderr, flush=True)
         os.abort()
-    os._exit(int(how))
+    if verb == "exit":
+        os._exit(int(arg))
+    if verb == "sleep":
+        time.sleep(float(arg))
+    return os.getpid()
 
 
-STAGES = {"linalg": _run_linalg, "llir": _run_llir, "obj": _run_obj, "crash": _run_crash}
+STAGES = {"linalg": _run_linalg, "llir": _run_llir, "obj": _run_obj, "selftest": _run_selftest}
 
 
 def _read_message(stream):

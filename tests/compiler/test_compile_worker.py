@@ -1,0 +1,85 @@
+"""Native compile stages run in worker processes: a crash there never reaches the caller."""
+import threading
+import warnings
+
+import pytest
+import torch
+import triton
+
+from spine.compiler.compile_worker import NativeCrash, StageTimeout, pool
+from spine.errors import SpineCompilationError
+from tests.cpu_features import host_runs
+from tests.kernels import add_kernel, softmax_kernel
+
+
+def test_an_abort_in_a_worker_is_an_exception_and_the_pool_recovers():
+    with pytest.raises(NativeCrash, match=r"(?s)killed by SIGABRT.*selftest: aborting"):
+        pool().run("selftest", action="abort")
+    with pytest.raises(NativeCrash, match="exit status 3"):
+        pool().run("selftest", action="exit:3")
+    assert pool().run("selftest", action="pid") > 0
+
+
+def test_workers_are_reused():
+    first = pool().run("selftest", action="pid")
+    assert pool().run("selftest", action="pid") == first
+
+
+def test_a_stage_that_never_ends_is_stopped(monkeypatch):
+    monkeypatch.setenv("SPINE_COMPILE_TIMEOUT", "0.5")
+    with pytest.raises(StageTimeout, match="within 0 s|within 1 s"):
+        pool().run("selftest", action="sleep:30")
+    assert pool().run("selftest", action="pid") > 0
+
+
+def test_llvm_assertion_falls_back_to_a_generic_cpu(fresh_cache, monkeypatch):
+    """LLVM 22's loop vectoriser asserts ("VPlan cost model and legacy cost model disagreed") on this
+    softmax when tuning for znver4; the compile retries for x86-64-v4, warns, and the kernel works."""
+    from spine.driver import CPUDriver
+    monkeypatch.setenv("SPINE_HOST_CPU", "znver4")
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    x = torch.randn(17, 100) * 3
+    out = torch.empty_like(x)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = softmax_kernel.warmup(out, x, x.stride(0), out.stride(0), 100, BLOCK=128, grid=(17,))
+    assert compiled.metadata.spine_codegen == "cpu=x86-64-v4"
+    assert any("VPlan cost model" in str(w.message) and "x86-64-v4" in str(w.message) for w in caught)
+    if host_runs("x86-64-v4"):
+        softmax_kernel[(17,)](out, x, x.stride(0), out.stride(0), 100, BLOCK=128)
+        torch.testing.assert_close(out, torch.softmax(x, dim=1), rtol=1e-5, atol=1e-6)
+
+
+def test_a_crash_in_every_configuration_is_a_compilation_error(monkeypatch):
+    from spine.compiler import pipeline
+
+    def always_crash(stage, **kwargs):
+        raise NativeCrash(stage, "killed by SIGABRT\nLLVM ERROR: simulated")
+
+    class FakePool:
+        run = staticmethod(always_crash)
+    monkeypatch.setattr(pipeline, "pool", lambda: FakePool())
+    options = type("Options", (), {"triple": "x86_64-unknown-linux-gnu", "cpu": "znver4", "features": "",
+                                   "dump_path": ""})()
+    with pytest.raises(SpineCompilationError, match=r"(?s)kernel 'k'.*cpu=znver4.*x86-64-v4.*vectoriser off"):
+        pipeline._codegen("k", "", "", options)
+
+
+def test_kernels_compile_in_parallel_from_several_threads(target, fresh_cache):
+    results, errors = {}, []
+
+    def compile_and_run(block):
+        try:
+            x = torch.rand(1000)
+            out = torch.empty(1000)
+            triton.jit(add_kernel.fn)[(triton.cdiv(1000, block),)](x, x, out, 1000, BLOCK=block)
+            results[block] = torch.equal(out, x + x)
+        except Exception as err:  # noqa: BLE001
+            errors.append(err)
+    threads = [threading.Thread(target=compile_and_run, args=(block,)) for block in (64, 128, 256, 512)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert results == {64: True, 128: True, 256: True, 512: True}

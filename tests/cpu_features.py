@@ -1,0 +1,34 @@
+"""Which x86 instruction-set levels this machine can run (from /proc/cpuinfo)."""
+import functools
+import platform
+
+# The cpuinfo flags each level needs beyond the one before (the x86-64 psABI's micro-architecture levels).
+_LEVEL_FLAGS = {
+    "x86-64": set(),
+    "x86-64-v2": {"sse4_2", "popcnt", "ssse3", "cx16"},
+    "x86-64-v3": {"avx2", "fma", "bmi2", "movbe", "f16c"},
+    "x86-64-v4": {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"},
+}
+_ORDER = ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4")
+
+
+@functools.lru_cache(maxsize=None)
+def _flags() -> frozenset:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def host_runs(level: str) -> bool:
+    """Whether code for an x86-64 level (or a CPU name's level) runs on this machine."""
+    if platform.machine() != "x86_64":
+        return False
+    from spine.targets import generic_cpu
+    level = generic_cpu("x86_64-unknown-linux-gnu", level, "")
+    needed = set().union(*(_LEVEL_FLAGS[lv] for lv in _ORDER[:_ORDER.index(level) + 1]))
+    return needed <= _flags()
