@@ -1,10 +1,12 @@
 /* Device print and assert for kernels. Lines are printed whole under a lock so that program instances
- * running on several threads do not interleave characters; a failed assertion is recorded (the first
- * one wins) and reported by the launcher after the grid finished, as GPUs report device asserts. */
+ * running on several threads do not interleave characters; a failed assertion or bounds check is
+ * recorded (the first one wins) and reported by the launcher after the grid finished, as GPUs report
+ * device asserts. */
 #include "device_io.h"
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,14 +43,26 @@ void spine_print_i64(int64_t prefix, int32_t px, int32_t py, int32_t pz, int64_t
     pthread_mutex_unlock(&print_lock);
 }
 
-void spine_assert_fail(int64_t message, int32_t px, int32_t py, int32_t pz, int64_t index) {
+static void record_failure(const char *format, ...) {
     pthread_mutex_lock(&assert_lock);
     if (!assert_failed) {
         assert_failed = 1;
-        snprintf(assert_message, sizeof assert_message, "%s (pid (%d, %d, %d), idx (%" PRId64 "))",
-                 (const char *)(intptr_t)message, px, py, pz, index);
+        va_list args;
+        va_start(args, format);
+        vsnprintf(assert_message, sizeof assert_message, format, args);
+        va_end(args);
     }
     pthread_mutex_unlock(&assert_lock);
+}
+
+void spine_assert_fail(int64_t message, int32_t px, int32_t py, int32_t pz, int64_t index) {
+    record_failure("%s (pid (%d, %d, %d), idx (%" PRId64 "))", (const char *)(intptr_t)message, px, py, pz,
+                   index);
+}
+
+void spine_bounds_fail(int64_t message, int32_t px, int32_t py, int32_t pz, int64_t offset, int64_t extent) {
+    record_failure("%s: element offset %" PRId64 " is outside [0, %" PRId64 "), the argument's extent in "
+                   "elements (pid (%d, %d, %d))", (const char *)(intptr_t)message, offset, extent, px, py, pz);
 }
 
 int spine_take_assert_failure(char *buffer, size_t size) {
