@@ -17,6 +17,8 @@ Where each TTIR op is handled:
     tt.print, tt.assert                                          debug_ops.py
     arith.*, math.*                                              arith.py
 The structure these handlers track (pointer, index and mask states) is in states.py.
+With debug=True, load.py, store.py and atomics.py check every access against its argument's extent
+first (bounds.py).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from ..errors import SpineCompilationError
 # Importing the handler modules registers them.
 from . import (arith, atomics, block_pointers, control_flow, debug_ops, dot, extern, function,  # noqa: F401
                indexing, load, pointers, reduce, scan, store, tensor_ops)
+from .bounds import BoundsCheck, extent_kinds
 from .converter import Converter, RetryWithGather
 
 MAX_RETRIES = 16
@@ -37,10 +40,12 @@ MAX_RETRIES = 16
 class LinalgKernel:
     text: str                      # the converted module
     name: str
-    arg_kinds: tuple               # per runtime argument: "ptr" or its scalar MLIR type
+    arg_kinds: tuple               # per runtime argument: "ptr" or its scalar MLIR type (then, when
+                                   # bounds-checked, one extent per pointer argument: bounds.py)
     written_args: tuple            # indexes of pointer arguments the kernel may store through
     argument_views: tuple          # runtime-argument index of each extra memref argument, in order
     direct_load_args: tuple        # pointer arguments read in place (see convert_ttir)
+    bounds_checked: bool = False   # every access checked against its argument's extent (bounds.py)
 
 
 def new_context() -> ir.Context:
@@ -57,11 +62,12 @@ def _kernel_function(module: ir.Module):
     return funcs[0]
 
 
-def _convert_once(tt_func, name: str, direct_load_args: frozenset) -> tuple:
+def _convert_once(tt_func, name: str, direct_load_args: frozenset, bounds_check: bool) -> tuple:
     forced = frozenset()
     for _ in range(MAX_RETRIES):
         out = ir.Module.create()
-        conv = Converter(name, forced_gather=forced, module=out, direct_load_args=direct_load_args)
+        conv = Converter(name, forced_gather=forced, module=out, direct_load_args=direct_load_args,
+                         bounds=BoundsCheck() if bounds_check else None)
         try:
             with ir.InsertionPoint(out.body):
                 function.convert_function(conv, tt_func)
@@ -72,27 +78,31 @@ def _convert_once(tt_func, name: str, direct_load_args: frozenset) -> tuple:
     raise SpineCompilationError(f"kernel '{name}': loop-carried pointers did not settle")
 
 
-def convert_ttir(generic_ttir: str, direct_loads: bool = False) -> LinalgKernel:
+def convert_ttir(generic_ttir: str, direct_loads: bool = False, bounds_check: bool = False) -> LinalgKernel:
     """`direct_loads`: loads from pointer arguments the kernel never writes read the argument's memory
     in place instead of copying a tile first. Only valid while those arguments do not overlap memory
-    the kernel writes through other arguments; the launcher checks that (see driver/launcher.py)."""
+    the kernel writes through other arguments; the launcher checks that (see driver/launcher.py).
+    `bounds_check`: every load, store and atomic is checked against its argument's extent, which the
+    launcher passes after the kernel's own arguments (bounds.py)."""
     with new_context(), ir.Location.unknown():
         source = ir.Module.parse(generic_ttir)
         tt_func = _kernel_function(source)
         name = ir.StringAttr(tt_func.attributes["sym_name"]).value
         _, kinds = function.kernel_signature(tt_func)
-        out, conv = _convert_once(tt_func, name, frozenset())
+        out, conv = _convert_once(tt_func, name, frozenset(), bounds_check)
         direct = frozenset()
         if direct_loads:
             # The first conversion found which arguments are written; loads from the others go direct.
             direct = frozenset(i for i, kind in enumerate(kinds) if kind == "ptr") - conv.written_args
             if direct:
-                out, conv = _convert_once(tt_func, name, direct)
+                out, conv = _convert_once(tt_func, name, direct, bounds_check)
         try:
             out.operation.verify()
         except ir.MLIRError as err:
             raise SpineCompilationError(f"kernel '{name}' converts to invalid IR (an access outside its "
                                         f"arguments?): {err}") from None
         views = tuple(index for index, _ in conv.argument_views)
+        if bounds_check:
+            kinds = kinds + extent_kinds(kinds)
         return LinalgKernel(str(out), name, tuple(kinds), tuple(sorted(conv.written_args)), views,
-                            tuple(sorted(direct)))
+                            tuple(sorted(direct)), bounds_check)

@@ -1,11 +1,13 @@
 """tt.atomic_rmw and tt.atomic_cas: element by element (masked lanes skipped), as memref.atomic_rmw and
 memref.generic_atomic_rmw, which LLVM turns into atomic instructions or compare-and-swap loops. Each
-returns the old values. Ordering is at least as strong as the kernel asked for (acq_rel)."""
+returns the old values. Ordering is at least as strong as the kernel asked for (acq_rel). With
+debug=True each lane is first checked against its argument's extent (bounds.py)."""
 from __future__ import annotations
 
 from mlir import ir
 from mlir.dialects import arith, bufferization, func, linalg, memref, scf, tensor
 
+from . import bounds
 from . import builders as b
 from . import index_math as im
 from . import materialize
@@ -18,6 +20,7 @@ from .types import memref_of
 # triton's RMWOp enum (triton._C.libtriton.ir.ATOMIC_OP) → memref.atomic_rmw kind, by value class
 _INT_KINDS = {1: "andi", 2: "ori", 3: "xori", 4: "addi", 6: "maxs", 7: "mins", 8: "maxu", 9: "minu", 10: "assign"}
 _FLOAT_KINDS = {5: "addf", 4: "addf", 6: "maximumf", 7: "minimumf", 10: "assign"}
+ATOMIC = "atomic on"  # how bounds-check failures name the access
 
 
 def _kind(op, element_type: ir.Type):
@@ -33,7 +36,9 @@ def _elementwise(conv, op, ptr, mask_operand, update):
     conv.written_args.add(conv.argument_of[ptr.base])
     if not ptr.shape:
         def scalar():
-            return update(ptr.base, im.as_value(ptr.offset), [])
+            offset = im.as_value(ptr.offset)
+            return bounds.guard_value(conv, op, ptr.base, offset, ATOMIC, ptr.element_type,
+                                      lambda: update(ptr.base, offset, []))
         if mask_operand is None:
             return scalar()
         branch = scf.IfOp(conv.concrete(mask_operand), [ptr.element_type], has_else=True)
@@ -49,7 +54,8 @@ def _elementwise(conv, op, ptr, mask_operand, update):
 
     def one(ivs):
         offset = im.from_integer(tensor.ExtractOp(gather.offsets, ivs).result)
-        memref.StoreOp(update(gather.base, offset, ivs), old_values, ivs)
+        bounds.guard_element(conv, op, gather.base, offset, ATOMIC,
+                             lambda: memref.StoreOp(update(gather.base, offset, ivs), old_values, ivs))
     each_unmasked_element(ptr.shape, mask, one)
     return bufferization.ToTensorOp(ir.RankedTensorType.get(list(ptr.shape), ptr.element_type), old_values,
                                     restrict=True, writable=True).result

@@ -67,6 +67,7 @@ class Converter:
     declared: dict = field(default_factory=dict)
     strings: dict = field(default_factory=dict)           # constant strings → their memref.global
     direct_load_args: frozenset = frozenset()             # arguments whose loads read memory in place
+    bounds: object = None                                 # bounds.BoundsCheck when accesses are checked
 
     # -------------------------------------------------------------------------------------- value map
     def state(self, value: ir.Value):

@@ -5,6 +5,9 @@
     func.func @add(%x: memref<?xf32>, %n: i32, %pid_x: i32, %pid_y: i32, %pid_z: i32,
                    %num_x: i32, %num_y: i32, %num_z: i32 [, views of pointer arguments as other types])
 
+With bounds checks (debug), each pointer argument's extent (i64) follows the kernel's own arguments,
+before the grid arguments (bounds.py).
+
 Every pointer argument is a 1-D memref of its pointee; loads and stores view it through
 memref.reinterpret_cast at the offsets the pointer states computed. The generated entry point
 (compiler/entry.py) fills these arguments from the runtime's argument array.
@@ -14,6 +17,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import func
 
+from . import bounds
 from .converter import handles
 from .states import PointerState
 from .types import is_pointer, memref_of, pointee_type
@@ -52,9 +56,10 @@ def kernel_signature(tt_func) -> tuple[list[ir.Type], list[str]]:
 
 def convert_function(conv, tt_func) -> func.FuncOp:
     name = ir.StringAttr(tt_func.attributes["sym_name"]).value
-    arg_types, _ = kernel_signature(tt_func)
+    arg_types, kinds = kernel_signature(tt_func)
+    extent_types = bounds.extent_types(kinds) if conv.bounds is not None else []
     i32 = ir.IntegerType.get_signless(32)
-    all_types = arg_types + [i32] * NUM_GRID_ARGS
+    all_types = arg_types + extent_types + [i32] * NUM_GRID_ARGS
     with tt_func.location:
         fn = func.FuncOp(name, ir.FunctionType.get(all_types, []))
     entry = fn.add_entry_block()
@@ -65,9 +70,13 @@ def convert_function(conv, tt_func) -> func.FuncOp:
             conv.bind(old, PointerState(new, pointee_type(old.type), (), 0, ()))
         else:
             conv.bind(old, new)
-    conv.program_ids = list(entry.arguments)[len(arg_types):]
+    first_grid_arg = len(arg_types) + len(extent_types)
+    conv.program_ids = list(entry.arguments)[first_grid_arg:]
     conv.entry_block = entry
     with ir.InsertionPoint(entry):
+        if conv.bounds is not None:
+            names = [_argument_name(a, i) for i, a in enumerate(tt_block.arguments)]
+            bounds.bind_extents(conv, kinds, names, list(entry.arguments)[len(arg_types):first_grid_arg])
         conv.convert_block(tt_block)
     if conv.argument_views:
         fn.attributes["function_type"] = ir.TypeAttr.get(

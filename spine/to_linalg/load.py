@@ -13,12 +13,15 @@ writable), with the copy kept only for partial edge tiles, when the launcher has
 overlap memory the kernel writes (to_linalg.convert_ttir's `direct_loads`).
 
 Anything else gathers element by element in a loop nest, each element guarded by its mask bit.
+
+With debug=True every access is first checked against its argument's extent (bounds.py).
 """
 from __future__ import annotations
 
 from mlir import ir
 from mlir.dialects import arith, bufferization, linalg, memref, scf, tensor
 
+from . import bounds
 from . import builders as b
 from . import index_math as im
 from . import materialize
@@ -31,6 +34,7 @@ from .types import element_type, shape_of
 
 
 PAD_NAN = 2  # triton's PaddingOption
+LOAD = "load from"  # how bounds-check failures name the access
 
 
 @handles("tt.load")
@@ -41,25 +45,25 @@ def convert_load(conv, op):
     other = conv.state(parts["other"]) if parts["other"] is not None else None
     result = op.results[0]
     if isinstance(ptr, st.PointerState) and not ptr.shape:
-        conv.bind(result, _scalar_load(conv, ptr, parts["mask"], parts["other"]))
+        conv.bind(result, _scalar_load(conv, op, ptr, parts["mask"], parts["other"]))
         return
     if isinstance(ptr, st.BlockPointer):
         ptr, mask = as_pointer_and_mask(ptr, boundary_check(op))
         nan_padding = "padding" in op.attributes and ir.IntegerAttr(op.attributes["padding"]).value == PAD_NAN
         elem = ptr.element_type
         fill = arith.ConstantOp(elem, float("nan")).result if nan_padding else b.zero(elem)
-        conv.bind(result, _structured_load(ptr, mask, fill, _reads_in_place(conv, ptr, result)))
+        conv.bind(result, _structured_load(conv, op, ptr, mask, fill, _reads_in_place(conv, ptr, result)))
         return
     if not isinstance(ptr, (st.PointerState, st.GatherPointer)):
         raise conv.unsupported(op, "load through a pointer of unknown origin")
     fill = _fill_scalar(other, element_type(result.type))
     shape = shape_of(result.type)
     if isinstance(ptr, st.PointerState) and (mask is None or isinstance(mask, st.MaskState)):
-        value = _structured_load(ptr, mask, fill, _reads_in_place(conv, ptr, result))
+        value = _structured_load(conv, op, ptr, mask, fill, _reads_in_place(conv, ptr, result))
     else:
         gather = ptr if isinstance(ptr, st.GatherPointer) else materialize.gather_pointer(ptr)
         mask_value = mask_bytes(conv.concrete(parts["mask"])) if mask is not None else None
-        value = _gather_load(gather, mask_value, fill, shape)
+        value = _gather_load(conv, op, gather, mask_value, fill, shape)
     if mask is not None and other is not None and not _is_splat(other):
         value = arith.SelectOp(conv.concrete(parts["mask"]), value, conv.concrete(parts["other"])).result
     conv.bind(result, value)
@@ -95,8 +99,8 @@ def _reads_in_place(conv, ptr: st.PointerState, result: ir.Value) -> bool:
     return not any(use.owner.operation.name == "tt.dot" for use in result.uses)
 
 
-def _structured_load(ptr: st.PointerState, mask, fill: ir.Value, in_place: bool) -> ir.Value:
-    window = Window.of(mask, ptr.shape)
+def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_place: bool) -> ir.Value:
+    window = bounds.guard_window(conv, op, ptr, Window.of(mask, ptr.shape), LOAD)
     tile_type = ir.RankedTensorType.get(list(ptr.shape), ptr.element_type)
     if in_place and window is None:
         return _view_as_tensor(pointer_view(ptr), tile_type)
@@ -164,22 +168,26 @@ def _fill_unless_full(window: Window, shape, fill: ir.Value, buffer: ir.Value) -
         scf.YieldOp([])
 
 
-def _gather_load(ptr: st.GatherPointer, mask, fill: ir.Value, shape) -> ir.Value:
+def _gather_load(conv, op, ptr: st.GatherPointer, mask, fill: ir.Value, shape) -> ir.Value:
     buffer = _tile_buffer(shape, ptr.element_type)
-    if mask is not None:
+    if mask is not None or conv.bounds is not None:  # lanes a bounds check skips read `fill` too
         linalg.fill(fill, outs=[buffer])
 
     def load_one(ivs):
-        offset = tensor.ExtractOp(ptr.offsets, ivs).result
-        value = memref.LoadOp(ptr.base, [im.from_integer(offset)]).result
-        memref.StoreOp(value, buffer, ivs)
+        offset = im.from_integer(tensor.ExtractOp(ptr.offsets, ivs).result)
+
+        def load():
+            memref.StoreOp(memref.LoadOp(ptr.base, [offset]).result, buffer, ivs)
+        bounds.guard_element(conv, op, ptr.base, offset, LOAD, load)
     each_unmasked_element(shape, mask, load_one)
     return _as_tensor(buffer, shape, ptr.element_type)
 
 
-def _scalar_load(conv, ptr: st.PointerState, mask_operand, other_operand) -> ir.Value:
+def _scalar_load(conv, op, ptr: st.PointerState, mask_operand, other_operand) -> ir.Value:
     def load():
-        return memref.LoadOp(ptr.base, [im.as_value(ptr.offset)]).result
+        offset = im.as_value(ptr.offset)
+        return bounds.guard_value(conv, op, ptr.base, offset, LOAD, ptr.element_type,
+                                  lambda: memref.LoadOp(ptr.base, [offset]).result)
     if mask_operand is None:
         return load()
     bit = conv.concrete(mask_operand)
