@@ -5,7 +5,8 @@
 args[i] points at the i-th runtime argument's value (a data pointer for tensors). The grid runtime and the
 QEMU server call only this symbol, so they never need a per-signature launcher. It unpacks the arguments
 into the kernel's lowered signature, where each memref<?xT> argument became (allocated ptr, aligned ptr,
-offset, size, stride)."""
+offset, size, stride). A bounds-checked kernel's arguments end with each pointer argument's extent, an
+i64 like any scalar (to_linalg/bounds.py)."""
 from __future__ import annotations
 
 from llvmlite import ir as llir

@@ -4,7 +4,8 @@ from __future__ import annotations
 import re
 from dataclasses import fields
 
-from .arguments import Param, byte_range, check_tensor, scalar_encoder
+from ..errors import DeviceAssertionError, OutOfBoundsError
+from .arguments import Param, byte_range, check_tensor, element_extent, extent_params, scalar_encoder
 
 _TENSORDESC = re.compile(r"tensordesc<([^[>]*)\[([^]]*)\]")
 
@@ -58,6 +59,8 @@ class CPULauncher:
         self.written = frozenset(getattr(metadata, "spine_written_args", ()))
         self.read_in_place = tuple(getattr(metadata, "spine_direct_load_args", ()))
         self.encoders = [None if p.is_pointer else scalar_encoder(p, self.kernel_name) for p in self.params]
+        # A bounds-checked kernel (debug) takes each pointer argument's extent after its own arguments.
+        self.extents = extent_params(self.params) if getattr(metadata, "spine_bounds_checked", False) else []
         self._alias_safe_kernel = None
 
     def _overlaps_written_memory(self, values) -> bool:
@@ -100,8 +103,18 @@ class CPULauncher:
                 values.append(encode(value))
         if self.read_in_place and self.written and self._overlaps_written_memory(values):
             function = self._alias_safe().function
+        params = self.params
+        if self.extents:
+            values += [element_extent(p, values[p.index]) for p in self.params if p.is_pointer]
+            params = self.params + self.extents
         if launch_enter_hook is not None:
             launch_enter_hook(launch_metadata)
-        function.executor.run(function, (gridX, gridY, gridZ), self.params, values, self.written)
+        try:
+            function.executor.run(function, (gridX, gridY, gridZ), params, values, self.written)
+        except DeviceAssertionError as failure:
+            error = OutOfBoundsError.recognise(failure)
+            if error is failure:
+                raise
+            raise error from None
         if launch_exit_hook is not None:
             launch_exit_hook(launch_metadata)
