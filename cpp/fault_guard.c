@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #define GUARDED_SIGNALS 4
 static const int guarded[GUARDED_SIGNALS] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
@@ -136,4 +137,25 @@ void spine_fault_describe(const spine_fault_t *fault, char *buffer, int size) {
     }
     snprintf(buffer, (size_t)size, "%s (%s) at address 0x%lx%s", signal_name(fault->signal),
              signal_meaning(fault->signal, fault->code), (unsigned long)fault->address, where);
+}
+
+static void report_and_die(int sig, siginfo_t *info, void *context) {
+    /* Not async-signal-safe (dladdr, snprintf), which is acceptable: the process ends right after. */
+    spine_fault_t fault = {sig, info->si_code, (uintptr_t)info->si_addr, fault_pc(context)};
+    char line[900];
+    memcpy(line, "spine-fault: ", 13);
+    spine_fault_describe(&fault, line + 13, (int)sizeof line - 15);
+    size_t n = strlen(line);
+    line[n++] = '\n';
+    if (write(2, line, n) < 0) {}
+    signal(sig, SIG_DFL);  /* returning re-executes the instruction, which now ends the process */
+}
+
+void spine_fault_report_on_exit(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = report_and_die;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    for (int i = 0; i < GUARDED_SIGNALS; i++) sigaction(guarded[i], &action, NULL);
 }

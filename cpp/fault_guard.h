@@ -24,6 +24,10 @@ int spine_guarded_call(void (*body)(void *), void *ctx, spine_fault_t *fault);
  * still be handled. */
 void spine_fault_guard_thread_init(void);
 
+/* For processes a fault may end (the QEMU kernel server): faults print "spine-fault: <description>" to
+ * stderr, then end the process with the signal as before. */
+void spine_fault_report_on_exit(void);
+
 /* A one-line description: signal, address, and the shared object and offset of the faulting code. */
 void spine_fault_describe(const spine_fault_t *fault, char *buffer, int size);
 

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "device_io.h"
+#include "fault_guard.h"
 #include "grid.h"
 
 enum { CMD_LOAD = 1, CMD_RUN = 2, CMD_PING = 3 };
@@ -175,6 +176,7 @@ int main(int argc, char **argv) {
      * sysroot, so make libm's symbols global for them to bind to. */
     if (!dlopen("libm.so.6", RTLD_NOW | RTLD_GLOBAL)) fprintf(stderr, "warning: %s\n", dlerror());
     spine_grid_set_spin(0);  /* this server runs under QEMU: see grid.h */
+    spine_fault_report_on_exit();  /* the host names the faulting kernel code, then starts a new server */
     uint32_t cores = (uint32_t)spine_num_cores();
     reply(0, &cores, 4);  /* ready */
     for (;;) {

@@ -45,6 +45,15 @@ def _target_machine(triple: str, cpu: str, features: str):
     return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic", codemodel="default")
 
 
+def _internalize_all_but_entry(module) -> None:
+    """Only the entry point is exported. A kernel left visible would be called through the PLT, and a
+    kernel named like a C library function (`div`, `exp`) would then bind to that function instead."""
+    from .entry import ENTRY_SYMBOL
+    for function in module.functions:
+        if not function.is_declaration and function.name != ENTRY_SYMBOL:
+            function.linkage = "internal"
+
+
 def optimize_and_emit(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str,
                       want_assembly: bool = False, loop_vectorize: bool = True):
     """Returns (object bytes, assembly text or None)."""
@@ -56,6 +65,7 @@ def optimize_and_emit(llvm_ir: str, entry_ir: str, triple: str, cpu: str, featur
     entry = llvm.parse_assembly(entry_ir)
     entry.data_layout = str(tm.target_data)
     module.link_in(entry)
+    _internalize_all_but_entry(module)
     module.verify()
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = loop_vectorize

@@ -55,9 +55,9 @@ def _run_linalg(generic_ttir: str, direct_loads: bool):
     return convert_ttir(generic_ttir, direct_loads=direct_loads)
 
 
-def _run_llir(linalg_text: str, inline_copies: bool):
+def _run_llir(linalg_text: str, inline_copies: bool, line_tables: bool):
     from .lower import lower
-    return lower(linalg_text, inline_copies=inline_copies)
+    return lower(linalg_text, inline_copies=inline_copies, line_tables=line_tables)
 
 
 def _run_obj(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str, want_assembly: bool,

@@ -40,6 +40,9 @@ TO_LLVM = ",".join([
 ])
 
 
+LINE_TABLES = "ensure-debug-info-scope-on-llvm-func{emission-kind=LineTablesOnly}"
+
+
 @functools.lru_cache(maxsize=None)
 def _capi():
     import mlir._mlir_libs as libs
@@ -82,16 +85,21 @@ def to_llvm_ir(module) -> str:
         lib.LLVMContextDispose(llvm_context)
 
 
-def lower(linalg_text: str, inline_copies: bool = False) -> str:
+def lower(linalg_text: str, inline_copies: bool = False, line_tables: bool = False) -> str:
     """`inline_copies`: keep copy loops as loops (vectorised in place) instead of letting LLVM turn them
-    into memcpy calls; right where the C library's memcpy is scalar (glibc on RISC-V)."""
+    into memcpy calls; right where the C library's memcpy is scalar (glibc on RISC-V).
+    `line_tables`: emit DWARF line tables from the kernel's source locations, so a fault's code address
+    can be named by its source line (debug compiles)."""
     from mlir import ir
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(linalg_text)
-        if inline_copies:
+        # Line tables: the kernel stays a function of its own, since code inlined into the entry point
+        # (which has no debug information) would lose its source lines.
+        passthrough = (['"no-builtins"'] if inline_copies else []) + (['"noinline"'] if line_tables else [])
+        if passthrough:
             for op in module.body.operations:
-                if op.operation.name == "func.func":
-                    op.attributes["passthrough"] = ir.Attribute.parse('["no-builtins"]')
+                if op.operation.name == "func.func" and not op.is_external:
+                    op.attributes["passthrough"] = ir.Attribute.parse(f"[{', '.join(passthrough)}]")
         _run(module, BUFFERIZE)
         _small_tiles_on_stack(module)
         _run(module, DEALLOCATE)
@@ -102,6 +110,8 @@ def lower(linalg_text: str, inline_copies: bool = False) -> str:
         if "bf16" in linalg_text:
             _run(module, BF16_TO_INTEGER_OPS)
         _run(module, TO_LLVM)
+        if line_tables:
+            _run(module, LINE_TABLES)
         return to_llvm_ir(module)
 
 

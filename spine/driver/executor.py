@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from .. import switches
 from ..errors import DeviceAssertionError, KernelFault
+from .source_lines import with_source_line
 
 
 _CORES = os.cpu_count() or 1
@@ -63,7 +64,8 @@ class NativeExecutor:
             message = ctypes.create_string_buffer(1024)
             self.runtime.spine_grid_take_fault(message, len(message))
             self.runtime.spine_take_assert_failure(message, 0)  # a partial launch's assertions are moot
-            raise KernelFault(f"kernel '{kernel.name}' faulted: {message.value.decode(errors='replace')}")
+            report = with_source_line(message.value.decode(errors="replace"))
+            raise KernelFault(f"kernel '{kernel.name}' faulted: {report}")
         if rc:
             raise RuntimeError(f"launching kernel '{kernel.name}' failed: {os.strerror(rc)}")
         message = ctypes.create_string_buffer(1024)

@@ -26,11 +26,13 @@ from .. import switches
 from ..errors import DeviceAssertionError, KernelFault
 from .arguments import byte_range
 from .executor import LoadedKernel, default_num_threads
+from .source_lines import with_source_line
 
 CMD_LOAD, CMD_RUN, CMD_PING = 1, 2, 3
 STATUS_ASSERTION = 2
 GUEST_SYSROOT = "/usr/riscv64-linux-gnu"
 ALIGN = 64
+FAULT_REPORT = "spine-fault: "  # how cpp/fault_guard.c's report of a guest fault starts
 _SIGNAL_MEANINGS = {signal.SIGSEGV: "invalid memory access", signal.SIGBUS: "misaligned or unmapped memory access",
                     signal.SIGILL: "illegal instruction (code for a CPU or extension QEMU does not emulate?)",
                     signal.SIGFPE: "arithmetic exception"}
@@ -162,6 +164,9 @@ class QemuServer:
         err = self.stderr.read().decode(errors="replace").strip().splitlines()
         code = self.proc.returncode
         how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        reports = [line[len(FAULT_REPORT):] for line in err if line.startswith(FAULT_REPORT)]
+        if reports:
+            return f"the kernel crashed inside QEMU: {with_source_line(reports[-1])}"
         meaning = _SIGNAL_MEANINGS.get(-code, "")
         detail = f"{how}{': ' + meaning if meaning else ''}" + (f"; QEMU said: {err[-1]}" if err else "")
         return f"the kernel crashed inside QEMU ({detail})"

@@ -76,3 +76,46 @@ def test_faults_outside_kernels_still_reach_their_handler():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "Segmentation fault" in proc.stderr or proc.returncode == -11
+
+
+@triton.jit(debug=True)
+def debug_divide_kernel(x_ptr, out_ptr, d):
+    v = tl.load(x_ptr)
+    q = v // d  # the faulting line on x86
+    tl.store(out_ptr, q)
+
+
+def _line_of(fn, text: str) -> int:
+    import inspect
+    lines, first = inspect.getsourcelines(fn.fn)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="integer division by zero traps on x86 only")
+def test_a_fault_in_a_debug_kernel_names_its_source_line():
+    from spine.driver import CPUDriver
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    x = torch.tensor([7], dtype=torch.int32)
+    out = torch.empty(1, dtype=torch.int32)
+    line = _line_of(debug_divide_kernel, "the faulting line")
+    with pytest.raises(KernelFault, match=rf"SIGFPE.*, at .*test_faults\.py:{line}$"):
+        debug_divide_kernel[(1,)](x, out, 0)
+
+
+def test_debug_kernels_for_riscv_carry_line_tables(tmp_path):
+    """What names a guest fault's line: the riscv64 object's line table covers the kernel's code with the
+    kernel's own source lines."""
+    from spine.driver import CPUDriver
+    from spine.driver.source_lines import _line_rows, source_line
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    x = torch.tensor([7], dtype=torch.int32)
+    compiled = debug_divide_kernel.warmup(x, x, 3, grid=(1,))
+    so = tmp_path / "kernel.so"
+    so.write_bytes(compiled.kernel)
+    rows = _line_rows(str(so))
+    assert rows
+    first, last = _line_of(debug_divide_kernel, "def debug_divide_kernel"), _line_of(debug_divide_kernel, "tl.store")
+    for lo, hi, where in rows:
+        path, line = where.rsplit(":", 1)
+        assert path.endswith("test_faults.py") and first <= int(line) <= last
+        assert source_line(str(so), lo) == where
