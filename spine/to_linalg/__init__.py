@@ -104,5 +104,5 @@ def convert_ttir(generic_ttir: str, direct_loads: bool = False, bounds_check: bo
         views = tuple(index for index, _ in conv.argument_views)
         if bounds_check:
             kinds = kinds + extent_kinds(kinds)
-        return LinalgKernel(str(out), name, tuple(kinds), tuple(sorted(conv.written_args)), views,
+        return LinalgKernel(out.operation.get_asm(enable_debug_info=True), name, tuple(kinds), tuple(sorted(conv.written_args)), views,
                             tuple(sorted(direct)), bounds_check)
