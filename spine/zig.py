@@ -25,14 +25,22 @@ def zig(*args: str) -> None:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr}")
 
 
+# path → (mtime, size) of builds verified by this process: digests are checked once, not on every link.
+_verified: dict = {}
+
+
 def cached_build(name: str, build: Callable[[str], None]) -> str:
     """The path of `name` in the build cache, running build(path) first when it is missing or does not
     match its digest. Builds write a temporary file that replaces the old one whole (atomic)."""
     out = os.path.join(cache_dir(), "runtime", name)
     digest_path = out + ".sha256"
     try:
+        stamp = (os.stat(out).st_mtime_ns, os.stat(out).st_size)
+        if _verified.get(out) == stamp:
+            return out
         with open(digest_path) as f:
             if f.read().strip() == file_digest(out):
+                _verified[out] = stamp
                 return out
     except OSError:
         pass

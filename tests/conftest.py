@@ -24,7 +24,10 @@ def _seed():
 
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
-    """A private triton cache directory, so compile counts are observable."""
+    """A private triton kernel cache, so compile counts are observable. Spine's own builds (runtime,
+    compiler-rt, symbol memo) stay where they were: rebuilding them is not what these tests are about."""
+    from spine.cache import cache_dir
+    monkeypatch.setenv("SPINE_CACHE_DIR", cache_dir())
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
     os.makedirs(tmp_path / "cache", exist_ok=True)
     return tmp_path / "cache"
