@@ -1,0 +1,40 @@
+"""Every environment switch is declared once (spine/switches.py) and documented in the README."""
+import os
+import re
+
+from spine import switches
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_every_switch_is_documented():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    assert [s.name for s in switches.ALL if f"`{s.name}`" not in readme] == []
+
+
+def test_switches_are_read_only_through_the_list():
+    """No module reads a Spine or Proton variable from the environment by itself."""
+    reads = re.compile(r"environ(?:\.get)?[\[(]\s*[\"'](SPINE_|PROTON_)")
+    offenders = []
+    for dirpath, _, filenames in os.walk(os.path.join(ROOT, "spine")):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if name.endswith(".py") and not path.endswith(os.path.join("spine", "switches.py")):
+                with open(path) as f:
+                    if reads.search(f.read()):
+                        offenders.append(os.path.relpath(path, ROOT))
+    assert offenders == []
+
+
+def test_compile_key_follows_the_environment(monkeypatch):
+    before = switches.compile_key_values()
+    monkeypatch.setenv("SPINE_HOST_CPU", "znver4")
+    assert switches.compile_key_values() != before
+
+
+def test_bad_values_say_what_was_expected(monkeypatch):
+    import pytest
+    monkeypatch.setenv("SPINE_NUM_THREADS", "lots")
+    with pytest.raises(ValueError, match="SPINE_NUM_THREADS='lots': expected a positive integer"):
+        switches.NUM_THREADS.get()
