@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 from typing import Callable
 
@@ -18,8 +17,15 @@ def zig_env() -> dict:
     return env
 
 
+def zig_binary() -> str:
+    """The zig executable inside the ziglang wheel; called directly, since `python -m ziglang` costs an
+    interpreter start on every link."""
+    import ziglang
+    return os.path.join(os.path.dirname(ziglang.__file__), "zig")
+
+
 def zig(*args: str) -> None:
-    cmd = [sys.executable, "-m", "ziglang", *args]
+    cmd = [zig_binary(), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=zig_env())
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr}")

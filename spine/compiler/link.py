@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 
-from ..zig import compiler_rt_archive
+from ..zig import compiler_rt_archive, zig_binary
+
+
+def _calls_runtime_helpers(obj: bytes) -> bool:
+    """Whether the object leaves a compiler-rt helper undefined (they are all named `__...`)."""
+    import io
+    from elftools.elf.elffile import ELFFile
+    symtab = ELFFile(io.BytesIO(obj)).get_section_by_name(".symtab")
+    return any(sym["st_shndx"] == "SHN_UNDEF" and sym.name.startswith("__") for sym in symtab.iter_symbols())
 
 
 def link_shared(obj: bytes, triple: str) -> bytes:
@@ -19,8 +26,10 @@ def link_shared(obj: bytes, triple: str) -> bytes:
             f.write(obj)
         # Symbols the kernel does not define (libm, malloc) resolve against the loading process. The
         # helpers stay private to the kernel (--exclude-libs), so unused ones are dropped (--gc-sections).
-        cmd = [sys.executable, "-m", "ziglang", "ld.lld", "-shared", "--allow-shlib-undefined", "--gc-sections",
-               "--exclude-libs=ALL", "-o", so_path, obj_path, compiler_rt_archive(triple.split("-")[0])]
+        cmd = [zig_binary(), "ld.lld", "-shared", "--allow-shlib-undefined", "-o", so_path,
+               obj_path]
+        if _calls_runtime_helpers(obj):  # reading the archive costs tens of milliseconds: only when needed
+            cmd += ["--gc-sections", "--exclude-libs=ALL", compiler_rt_archive(triple.split("-")[0])]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"linking the kernel failed:\n{proc.stderr}")
