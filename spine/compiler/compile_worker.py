@@ -50,9 +50,9 @@ class Request:
 
 
 # ------------------------------------------------------------------------------------------ worker side
-def _run_linalg(generic_ttir: str, direct_loads: bool):
+def _run_linalg(generic_ttir: str, direct_loads: bool, bounds_check: bool):
     from ..to_linalg import convert_ttir
-    return convert_ttir(generic_ttir, direct_loads=direct_loads)
+    return convert_ttir(generic_ttir, direct_loads=direct_loads, bounds_check=bounds_check)
 
 
 def _run_llir(linalg_text: str, inline_copies: bool, line_tables: bool):

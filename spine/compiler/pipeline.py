@@ -35,11 +35,12 @@ def _in_worker(kernel: str, stage: str, **kwargs):
 def make_linalg(mod, metadata, options):
     from .export import export_generic
     kernel = _in_worker(metadata["name"], "linalg", generic_ttir=export_generic(mod),
-                        direct_loads=not options.alias_safe)
+                        direct_loads=not options.alias_safe, bounds_check=options.debug)
     metadata["spine_arg_kinds"] = list(kernel.arg_kinds)
     metadata["spine_written_args"] = list(kernel.written_args)
     metadata["spine_argument_views"] = list(kernel.argument_views)
     metadata["spine_direct_load_args"] = list(kernel.direct_load_args)
+    metadata["spine_bounds_checked"] = kernel.bounds_checked
     dump_artifact(options.dump_path, metadata["name"], "linalg", kernel.text)
     return kernel.text
 
