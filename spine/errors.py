@@ -1,4 +1,17 @@
-"""Exceptions Spine raises to users."""
+"""Exceptions Spine raises to users, and how their messages name a kernel's source line."""
+import re
+
+_LOC = re.compile(r'"([^"]+)":(\d+):(\d+)')
+
+
+def describe_location(loc) -> str:
+    """`file:line:col` of the innermost source position in an MLIR location (named locations nest), from
+    its printed form, so every stage can name source lines without sharing IR objects."""
+    found = _LOC.findall(str(loc))
+    if not found:
+        return "an unknown source line"
+    path, line, col = found[-1]
+    return f"{path}:{line}:{col}"
 
 
 class SpineCompilationError(RuntimeError):

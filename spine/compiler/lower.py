@@ -8,10 +8,9 @@ import ctypes
 import functools
 import os
 
-from ..errors import SpineCompilationError
-from ..to_linalg.converter import describe_location
-from ..to_linalg.memory import STACK_TILE_BYTES
-from ..to_linalg.atomics import expand_compare_and_swap
+from ..errors import SpineCompilationError, describe_location
+from ..targets import STACK_TILE_BYTES
+from .atomic_expansion import expand_compare_and_swap
 from .math_expansion import expand_math
 
 BUFFERIZE = ",".join([

@@ -12,7 +12,7 @@ from mlir import ir
 
 from . import index_math as im
 from . import states as st
-from .converter import handles
+from .converter import handles, handles_dialects
 from .types import element_type, is_bool, shape_of
 
 _PREDICATES = {0: "eq", 1: "ne", 2: "slt", 3: "sle", 4: "sgt", 5: "sge", 6: "ult", 7: "ule", 8: "ugt", 9: "uge"}
@@ -82,6 +82,7 @@ def _inherent_attributes(op) -> dict:
     return out
 
 
+@handles_dialects("arith.", "math.")
 def convert_elementwise(conv, op):
     state = _symbolic_result(conv, op)
     if state is None and isinstance(op.results[0].type if len(op.results) else None, ir.RankedTensorType):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, bufferization, func, linalg, memref, scf, tensor
 
+from ..ir_names import CAS_FUNCTION
 from . import bounds
 from . import builders as b
 from . import index_math as im
@@ -83,7 +84,6 @@ def convert_atomic_rmw(conv, op):
     conv.bind(op.results[0], _elementwise(conv, op, ptr, parts["mask"], update))
 
 
-CAS_FUNCTION = "spine.atomic_cas"
 
 
 @handles("tt.atomic_cas")
@@ -102,34 +102,3 @@ def convert_atomic_cas(conv, op):
         return func.CallOp([ptr.element_type], ir.FlatSymbolRefAttr.get(callee), [base, index, expected,
                                                                                    desired]).result
     conv.bind(op.results[0], _elementwise(conv, op, ptr, None, update))
-
-
-def expand_compare_and_swap(module) -> None:
-    """Replace the calls convert_atomic_cas emitted by memref.generic_atomic_rmw (a CAS loop in LLVM)."""
-    calls, declarations = [], []
-
-    def collect(op):
-        name = op.operation.name
-        if name == "func.call" and ir.FlatSymbolRefAttr(op.attributes["callee"]).value.startswith(CAS_FUNCTION):
-            calls.append(op.operation)
-        elif name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value.startswith(CAS_FUNCTION):
-            declarations.append(op.operation)
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(collect)
-    for call in calls:
-        base, index, expected, desired = call.operands
-        element = call.results[0].type
-        with ir.InsertionPoint(call), call.location:
-            rmw = memref.GenericAtomicRMWOp(element, base, [index])
-            block = rmw.regions[0].blocks.append(element)
-            with ir.InsertionPoint(block):
-                current = block.arguments[0]
-                if isinstance(element, ir.IntegerType):
-                    equal = arith.CmpIOp(arith.CmpIPredicate.eq, current, expected).result
-                else:
-                    equal = arith.CmpFOp(arith.CmpFPredicate.OEQ, current, expected).result
-                memref.AtomicYieldOp(arith.SelectOp(equal, desired, current).result)
-        call.results[0].replace_all_uses_with(rmw.result)
-        call.erase()
-    for declaration in declarations:
-        declaration.erase()

@@ -30,7 +30,7 @@ from mlir.dialects import arith, func, scf
 from ..errors import OutOfBoundsError
 from . import builders as b
 from . import index_math as im
-from .converter import describe_location
+from ..errors import describe_location
 from .memory import Window
 
 EXTENT_KIND = "i64"

@@ -7,19 +7,19 @@ are cloned with their operands remapped.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Callable, Dict
 
 from mlir import ir
 
-from ..errors import SpineCompilationError
+from ..errors import SpineCompilationError, describe_location
 from . import materialize
 from .states import BoolBytes, GatherPointer, PointerState
 from .types import is_bool
 
 HANDLERS: Dict[str, Callable] = {}
-CLONED_DIALECTS = ("arith.", "math.")
+# dialect prefix ("arith.") → the handler of every op of that dialect without a handler of its own
+DIALECT_HANDLERS: Dict[str, Callable] = {}
 
 
 def handles(*names: str):
@@ -30,16 +30,12 @@ def handles(*names: str):
     return register
 
 
-_LOC = re.compile(r'"([^"]+)":(\d+):(\d+)')
-
-
-def describe_location(loc: ir.Location) -> str:
-    """`file:line` of the innermost source position in an MLIR location (named locations nest)."""
-    found = _LOC.findall(str(loc))
-    if not found:
-        return "an unknown source line"
-    path, line, col = found[-1]
-    return f"{path}:{line}:{col}"
+def handles_dialects(*prefixes: str):
+    def register(fn):
+        for prefix in prefixes:
+            DIALECT_HANDLERS[prefix] = fn
+        return fn
+    return register
 
 
 class RetryWithGather(Exception):
@@ -101,13 +97,11 @@ class Converter:
         name = op.operation.name
         handler = HANDLERS.get(name)
         with op.location:
-            if handler is not None:
-                handler(self, op)
-            elif name.startswith(CLONED_DIALECTS):
-                from .arith import convert_elementwise
-                convert_elementwise(self, op)
-            else:
+            if handler is None:
+                handler = DIALECT_HANDLERS.get(name.split(".", 1)[0] + ".")
+            if handler is None:
                 raise self.unsupported(op)
+            handler(self, op)
 
     def clone(self, op) -> None:
         """Clone an upstream op at the insertion point with its operands made concrete (boolean tensors

@@ -8,7 +8,8 @@ from mlir.dialects import arith, func, memref, scf, tensor
 
 from . import builders as b
 from . import index_math as im
-from .converter import describe_location, handles
+from ..errors import describe_location
+from .converter import handles
 from .types import element_type, shape_of
 
 I32 = lambda: ir.IntegerType.get_signless(32)  # noqa: E731

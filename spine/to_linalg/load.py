@@ -21,6 +21,8 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, bufferization, linalg, memref, scf, tensor
 
+from ..targets import STACK_TILE_BYTES
+
 from . import bounds
 from . import builders as b
 from . import index_math as im
@@ -28,7 +30,7 @@ from . import materialize
 from . import states as st
 from .block_pointers import as_pointer_and_mask, boundary_check
 from .converter import handles
-from .memory import (STACK_TILE_BYTES, Window, each_unmasked_element, mask_bytes, may_view_whole_tile, pointer_view,
+from .memory import (Window, each_unmasked_element, mask_bytes, may_view_whole_tile, pointer_view,
                      split_operands)
 from .types import element_type, shape_of
 

@@ -29,11 +29,6 @@ def split_operands(op, names: tuple[str, ...]) -> dict:
     return out
 
 
-# Tiles up to this size live on the stack (compiler/lower.py promotes such allocations; load.py allocates
-# its edge-tile buffers there directly).
-STACK_TILE_BYTES = 64 * 1024
-
-
 @dataclass(frozen=True)
 class Window:
     """The part of a tile a structured mask selects: starts and sizes per dim (Index values)."""
