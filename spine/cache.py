@@ -13,13 +13,50 @@ def cache_dir() -> str:
     from . import switches
     root = switches.CACHE_DIR.get() or os.path.join(knobs.cache.dir, "spine")
     os.makedirs(root, exist_ok=True)
+    _reap_once(root)
     return root
+
+
+def temporary_file_in(directory: str) -> tuple[int, str]:
+    """A temporary file beside the one it will replace, named after this process so that one a killed
+    process left behind can be told from one being written."""
+    return tempfile.mkstemp(dir=directory, prefix=f"{TEMPORARY_PREFIX}{os.getpid()}-")
+
+
+TEMPORARY_PREFIX = ".tmp-"
+CACHE_SUBDIRECTORIES = ("runtime", "kernels", "symbols")  # what Spine writes under cache_dir()
+
+
+@functools.lru_cache(maxsize=None)
+def _reap_once(root: str) -> None:
+    """Remove temporary files whose writer died mid-write (once per cache directory and process)."""
+    for sub in CACHE_SUBDIRECTORIES:
+        directory = os.path.join(root, sub)
+        for name in os.listdir(directory) if os.path.isdir(directory) else ():
+            if name.startswith(TEMPORARY_PREFIX) and not _writer_alive(name):
+                try:
+                    os.unlink(os.path.join(directory, name))
+                except OSError:
+                    pass
+
+
+def _writer_alive(name: str) -> bool:
+    pid = name[len(TEMPORARY_PREFIX):].split("-", 1)[0]
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def atomic_write_bytes(path: str, data: bytes) -> None:
     """Write via a temporary file and rename, so readers never see a partial file."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    fd, tmp = temporary_file_in(os.path.dirname(path))
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 from typing import Callable
 
-from .cache import atomic_write_text, cache_dir, file_digest
+from .cache import atomic_write_text, cache_dir, file_digest, temporary_file_in
 
 
 def zig_env() -> dict:
@@ -51,7 +51,7 @@ def cached_build(name: str, build: Callable[[str], None]) -> str:
     except OSError:
         pass
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out), prefix=".tmp-")
+    fd, tmp = temporary_file_in(os.path.dirname(out))
     os.close(fd)
     try:
         build(tmp)

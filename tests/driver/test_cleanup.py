@@ -54,3 +54,19 @@ def test_sigkill_leaves_no_guest_server_worker_or_shared_memory():
     assert [p for p in pids if not _gone(p)] == []
     shm_after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     assert {name for name in shm_after - shm_before if "spine" in name} == set()
+
+
+def test_temporary_files_of_dead_writers_are_reaped(tmp_path, monkeypatch):
+    from spine import cache
+    monkeypatch.setenv("SPINE_CACHE_DIR", str(tmp_path))
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    left_by_the_dead = kernels / f"{cache.TEMPORARY_PREFIX}{dead.pid}-abc"
+    being_written = kernels / f"{cache.TEMPORARY_PREFIX}{os.getpid()}-def"
+    left_by_the_dead.write_bytes(b"partial")
+    being_written.write_bytes(b"partial")
+    cache.cache_dir()
+    assert not left_by_the_dead.exists()
+    assert being_written.exists()
