@@ -3,7 +3,10 @@
 Loop-carried pointers keep their structure: a PointerState (or AffineIndex) whose base and strides stay
 the same across iterations is carried as its offset alone, so `a_ptrs += BLOCK_K * stride_ak` in a K loop
 stays a strided block load. When the strides do change inside the loop the converter starts again with
-that value carried as a gather (RetryWithGather)."""
+that value carried as a gather (RetryWithGather).
+
+Boolean tensors cross region boundaries as their i8 bytes (BoolBytes): an i1 tensor yielded by a loop or an
+if would be bufferized into an i1 buffer, which MLIR's LLVM lowering cannot store to."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -15,14 +18,14 @@ from . import index_math as im
 from . import materialize
 from . import states as st
 from .converter import RetryWithGather, handles
-from .types import is_pointer
+from .types import is_bool, is_pointer
 
 
 @dataclass(frozen=True)
 class Carried:
     """How one loop-carried value travels through the loop's region boundary, as zero or more values."""
     kind: str          # "value"; "offset" (structured: offset only); "offsets" (block pointer: per-dim
-    template: object = None  # offsets); "gather" (offsets tensor)
+    template: object = None  # offsets); "gather" (offsets tensor); "bytes" (boolean tensor as i8)
 
     def initial(self, state) -> list:
         if self.kind == "offset":
@@ -31,7 +34,7 @@ class Carried:
             return [im.as_value(o) for o in state.offsets]
         if self.kind == "gather":
             return [_as_gather(state).offsets]
-        return [state]
+        return [state]          # "value" and "bytes": the value as it enters
 
     def types(self, ttir_type: ir.Type) -> list:
         """Types of the values this carry travels as (a plain value keeps its TTIR type)."""
@@ -41,6 +44,8 @@ class Carried:
             return [ir.IndexType.get()] * len(self.template.offsets)
         if self.kind == "gather":
             return [self.template.offsets.type]
+        if self.kind == "bytes":
+            return [_bytes_type(ttir_type)]
         return [ttir_type]
 
     @property
@@ -54,6 +59,8 @@ class Carried:
             return replace(self.template, offsets=tuple(values))
         if self.kind == "gather":
             return replace(self.template, offsets=values[0])
+        if self.kind == "bytes":
+            return st.BoolBytes(values[0])
         return values[0]
 
     def compatible(self, state) -> bool:
@@ -75,7 +82,25 @@ def _as_gather(state) -> st.GatherPointer:
     return state if isinstance(state, st.GatherPointer) else materialize.gather_pointer(state)
 
 
-def _carry_for(conv, state, key) -> Carried:
+def _bytes_type(ty: ir.Type) -> ir.Type:
+    return ir.RankedTensorType.get(list(ir.RankedTensorType(ty).shape), ir.IntegerType.get_signless(8))
+
+
+def _is_bool_tensor(ty: ir.Type) -> bool:
+    return isinstance(ty, ir.RankedTensorType) and is_bool(ty)
+
+
+def _as_bytes(conv, value: ir.Value) -> ir.Value:
+    """A boolean tensor's i8 bytes, without a round trip through i1 when it is held as bytes already."""
+    state = conv.state(value)
+    if isinstance(state, st.BoolBytes):
+        return state.value
+    return materialize.bytes_from_bool(conv.concrete(value))
+
+
+def _carry_for(conv, state, key, ttir_type) -> Carried:
+    if _is_bool_tensor(ttir_type):
+        return Carried("bytes")
     if isinstance(state, st.BlockPointer):
         return Carried("offsets", state)
     if isinstance(state, (st.PointerState, st.AffineIndex)) and key not in conv.forced_gather:
@@ -90,9 +115,11 @@ def _enter_loop(conv, operands, loop_id) -> tuple[list, list]:
     carries, values = [], []
     for i, v in enumerate(operands):
         state = conv.state(v)
-        carry = _carry_for(conv, state, (loop_id, i))
+        carry = _carry_for(conv, state, (loop_id, i), v.type)
         if carry.kind == "value":
             state = conv.concrete(v)
+        elif carry.kind == "bytes":
+            state = _as_bytes(conv, v)
         carries.append(carry)
         values += carry.initial(state)
     return carries, values
@@ -106,6 +133,8 @@ def _yielded(conv, carried: Carried, value: ir.Value, key) -> list:
         raise conv.unsupported_use(value, "a loop-carried pointer whose base, shape or strides change")
     if carried.kind == "value":
         return [conv.concrete(value)]
+    if carried.kind == "bytes":
+        return [_as_bytes(conv, value)]
     return carried.initial(state)
 
 
@@ -172,14 +201,15 @@ def convert_if(conv, op):
         return
     if any(is_pointer(r.type) for r in op.results):
         raise conv.unsupported(op, "an if that yields pointers")
-    types = [r.type for r in op.results]
+    types = [_bytes_type(r.type) if _is_bool_tensor(r.type) else r.type for r in op.results]
     branch = scf.IfOp(cond, types, has_else=True)
     for region, block in ((op.regions[0], branch.then_block), (op.regions[1], branch.else_block)):
         with ir.InsertionPoint(block):
             terminator = _convert_body(conv, region.blocks[0])
-            scf.YieldOp([conv.concrete(v) for v in terminator.operands])
+            scf.YieldOp([_as_bytes(conv, v) if _is_bool_tensor(v.type) else conv.concrete(v)
+                         for v in terminator.operands])
     for old, new in zip(op.results, branch.results):
-        conv.bind(old, new)
+        conv.bind(old, st.BoolBytes(new) if _is_bool_tensor(old.type) else new)
 
 
 
@@ -228,6 +258,8 @@ def _forwarded_carries(conv, op, carries, loop_id) -> list:
         if carry is not None and carry.kind in ("offset", "offsets", "gather") and \
                 (loop_id, ("forwarded", i)) not in conv.forced_gather:
             out.append(carry)
+        elif _is_bool_tensor(result.type):
+            out.append(Carried("bytes"))
         elif is_pointer(result.type):
             if carry is None or carry.kind == "value":
                 raise conv.unsupported(op, "a while loop forwarding a pointer it does not carry")

@@ -101,3 +101,45 @@ def test_pointer_carried_by_a_while_loop(target):
     out = torch.empty(1)
     while_pointer_kernel[(1,)](x, out, 70, BLOCK=16)
     torch.testing.assert_close(out[0], x.sum(), rtol=1e-5, atol=1e-5)
+
+
+@triton.jit
+def bool_carried_kernel(x_ptr, out_ptr, n, steps, BLOCK: tl.constexpr):
+    # A boolean tensor carried through a loop (flipped where x exceeds the step): kept as bytes.
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0)
+    flag = x > 0
+    for i in range(steps):
+        flag = flag ^ (x > i)
+    tl.store(out_ptr + offs, flag, mask=mask)
+
+
+def test_loop_carried_boolean_tensor(target):
+    x = torch.randint(-3, 6, (100,), dtype=torch.int32)
+    out = torch.empty(100, dtype=torch.bool)
+    bool_carried_kernel[(2,)](x, out, 100, 4, BLOCK=64)
+    expected = x > 0
+    for i in range(4):
+        expected = expected ^ (x > i)
+    assert torch.equal(out, expected)
+
+
+@triton.jit
+def bool_from_if_kernel(x_ptr, out_ptr, n, flag, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0)
+    if flag > 0:
+        sign = x > 0
+    else:
+        sign = x < 0
+    tl.store(out_ptr + offs, sign, mask=mask)
+
+
+def test_if_yielding_boolean_tensor(target):
+    x = torch.randint(-3, 4, (100,), dtype=torch.int32)
+    out = torch.empty(100, dtype=torch.bool)
+    for flag in (-1, 2):
+        bool_from_if_kernel[(2,)](x, out, 100, flag, BLOCK=64)
+        assert torch.equal(out, x > 0 if flag > 0 else x < 0)
