@@ -93,6 +93,14 @@ def convert_elementwise(conv, op):
     conv.clone(op)
 
 
+@handles("tt.mulhiui")
+def convert_mulhiui(conv, op):
+    """tl.umulhi: the high half of the double-width unsigned product."""
+    from mlir.dialects import arith
+    a, b = (conv.concrete(v) for v in op.operands)
+    conv.bind(op.results[0], arith.MulUIExtendedOp(a, b).high)
+
+
 @handles("arith.select")
 def convert_select(conv, op):
     # select between pointers is not elementwise arithmetic: keep it out of the clone path

@@ -104,3 +104,26 @@ def test_bool_tensor_argument(target):
     out = torch.empty(150)
     select_by_flag_kernel[(2,)](flag, a, b, out, 150, BLOCK=128)
     torch.testing.assert_close(out, torch.where(flag, a, b))
+
+
+@triton.jit
+def umulhi_kernel(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(a_ptr + offs, mask=mask)
+    b = tl.load(b_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.umulhi(a, b), mask=mask)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_umulhi(target, dtype):
+    bits = torch.iinfo(dtype).bits
+    a = torch.randint(torch.iinfo(dtype).min, torch.iinfo(dtype).max, (100,), dtype=dtype)
+    b = torch.randint(torch.iinfo(dtype).min, torch.iinfo(dtype).max, (100,), dtype=dtype)
+    out = torch.empty_like(a)
+    umulhi_kernel[(2,)](a, b, out, 100, BLOCK=64)
+    # the high half of the unsigned product of the bit patterns, as the signed type
+    mod = 1 << bits
+    high = [((int(x) % mod) * (int(y) % mod)) >> bits for x, y in zip(a, b)]
+    expected = torch.tensor([h - mod if h >= mod // 2 else h for h in high], dtype=dtype)
+    assert torch.equal(out, expected)
