@@ -37,17 +37,6 @@ def expect(access: str, name: str, kernel: str, offset: int, extent: int, marker
             rf"\[0, {extent}\)")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _pipeline_forwards_debug():
-    """The checks need the compile pipeline to hand options.debug to the conversion and to record
-    `spine_bounds_checked` in the metadata (compiler/pipeline.py make_linalg); until it does, skip."""
-    signature = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
-    compiled = triton.compile(ASTSource(copy_kernel, signature, {(3,): 16}), target=GPUTarget("cpu", "host", 1),
-                              options={"debug": True})
-    if not hasattr(compiled.metadata, "spine_bounds_checked"):
-        pytest.skip("the compile pipeline does not pass debug on to the conversion yet")
-
-
 # ------------------------------------------------------------------------------------------ kernels
 
 @triton.jit
