@@ -59,6 +59,22 @@ def bytes_from_bool(mask: ir.Value) -> ir.Value:
     return arith.ExtUIOp(ty, mask).result
 
 
+def widen_bool(value: ir.Value) -> ir.Value:
+    """An i1 scalar or tensor as i8 (0 or 1); other values unchanged."""
+    elem = value.type.element_type if isinstance(value.type, ir.RankedTensorType) else value.type
+    if not (isinstance(elem, ir.IntegerType) and elem.width == 1):
+        return value
+    if isinstance(value.type, ir.RankedTensorType):
+        return bytes_from_bool(value)
+    return arith.ExtUIOp(ir.IntegerType.get_signless(8), value).result
+
+
+def narrow_byte(value: ir.Value) -> ir.Value:
+    """An i8 scalar holding a boolean back as i1."""
+    zero = arith.ConstantOp(value.type, 0).result
+    return arith.CmpIOp(arith.CmpIPredicate.ne, value, zero).result
+
+
 def bool_from_bytes(data: ir.Value) -> ir.Value:
     zero = b.splat(arith.ConstantOp(ir.IntegerType.get_signless(8), 0).result,
                    ir.RankedTensorType(data.type).shape)

@@ -14,8 +14,10 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
+from . import materialize
+from . import states as st
 from .converter import handles
-from .types import element_type, shape_of
+from .types import element_type, is_bool, shape_of
 
 
 def _slice(value: ir.Value, axis: int, start: int, size: int, drop_axis: bool) -> ir.Value:
@@ -33,7 +35,10 @@ def _slice(value: ir.Value, axis: int, start: int, size: int, drop_axis: bool) -
 @handles("tt.reduce")
 def convert_reduce(conv, op):
     axis = ir.IntegerAttr(op.attributes["axis"]).value
-    inputs = [conv.concrete(v) for v in op.operands]
+    # Boolean operands are reduced as i8 bytes (the combiner still sees i1): an i1 accumulator would be
+    # bufferized into an i1 buffer, which MLIR's LLVM lowering cannot store to.
+    bools = [is_bool(v.type) for v in op.operands]
+    inputs = [materialize.widen_bool(conv.concrete(v)) for v in op.operands]
     count = shape_of(inputs[0].type)[axis]
     inits = [_slice(x, axis, 0, 1, drop_axis=True) for x in inputs]
     if count == 1:
@@ -45,23 +50,24 @@ def convert_reduce(conv, op):
         block = reduce_op.regions[0].blocks.append(*elems, *elems)
         combiner = op.regions[0].blocks[0]
         n = len(inputs)
-        # triton's combiner takes (accumulated..., next...); linalg's block is (inputs..., accumulators...).
-        for i in range(n):
-            conv.bind(combiner.arguments[i], block.arguments[n + i])
-            conv.bind(combiner.arguments[n + i], block.arguments[i])
         with ir.InsertionPoint(block):
+            args = [materialize.narrow_byte(a) if flag else a for a, flag in zip(block.arguments, bools + bools)]
+            # triton's combiner takes (accumulated..., next...); linalg's block is (inputs..., accumulators...).
+            for i in range(n):
+                conv.bind(combiner.arguments[i], args[n + i])
+                conv.bind(combiner.arguments[n + i], args[i])
             *body, terminator = list(combiner.operations)
             for inner in body:
                 conv.convert_op(inner)
-            linalg.YieldOp([conv.concrete(v) for v in terminator.operands])
+            linalg.YieldOp([materialize.widen_bool(conv.concrete(v)) for v in terminator.operands])
         _allow_reassociation(block)
         results = list(reduce_op.results)
-    for old, new in zip(op.results, results):
+    for old, new, was_bool in zip(op.results, results, bools):
         if not shape_of(old.type):
             new = tensor.ExtractOp(new, []).result
-        conv.bind(old, new)
-
-
+            conv.bind(old, materialize.narrow_byte(new) if was_bool else new)
+        else:
+            conv.bind(old, st.BoolBytes(new) if was_bool else new)
 
 
 def _allow_reassociation(block: ir.Block) -> None:

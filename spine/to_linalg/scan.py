@@ -14,8 +14,10 @@ from mlir.dialects import arith, linalg, scf, tensor
 
 from . import builders as b
 from . import index_math as im
+from . import materialize
+from . import states as st
 from .converter import handles
-from .types import element_type, shape_of
+from .types import element_type, is_bool, shape_of
 
 
 def _slice_static(value: ir.Value, axis: int):
@@ -45,11 +47,13 @@ def _insert(piece: ir.Value, into: ir.Value, axis: int, index: ir.Value) -> ir.V
 def convert_scan(conv, op):
     axis = ir.IntegerAttr(op.attributes["axis"]).value
     reverse = bool(ir.BoolAttr(op.attributes["reverse"]).value) if "reverse" in op.attributes else False
-    inputs = [conv.concrete(v) for v in op.operands]
+    # Boolean operands are scanned as i8 bytes (the combiner still sees i1): the loop would otherwise carry
+    # an i1 tensor, bufferized into an i1 buffer that MLIR's LLVM lowering cannot store to.
+    bools = [is_bool(v.type) for v in op.operands]
+    inputs = [materialize.widen_bool(conv.concrete(v)) for v in op.operands]
     count = shape_of(inputs[0].type)[axis]
     if count == 1:
-        for old, new in zip(op.results, inputs):
-            conv.bind(old, new)
+        _bind_results(conv, op, inputs, bools)
         return
     n = len(inputs)
     combiner = op.regions[0].blocks[0]
@@ -71,13 +75,18 @@ def convert_scan(conv, op):
         generic = linalg.GenericOp([o.type for o in outs], previous + current, outs,
                                    ir.ArrayAttr.get([b.identity_map(rank)] * (3 * n)), b.parallel_iterators(rank))
         block = generic.regions[0].blocks.append(*[element_type(v.type) for v in previous + current + outs])
-        for i in range(2 * n):
-            conv.bind(combiner.arguments[i], block.arguments[i])
         with ir.InsertionPoint(block):
+            for i in range(2 * n):
+                arg = block.arguments[i]
+                conv.bind(combiner.arguments[i], materialize.narrow_byte(arg) if bools[i % n] else arg)
             *body, terminator = list(combiner.operations)
             for inner in body:
                 conv.convert_op(inner)
-            linalg.YieldOp([conv.concrete(v) for v in terminator.operands])
+            linalg.YieldOp([materialize.widen_bool(conv.concrete(v)) for v in terminator.operands])
         scf.YieldOp([_insert(piece, r, axis, index) for piece, r in zip(generic.results, running)])
-    for old, new in zip(op.results, loop.results):
-        conv.bind(old, new)
+    _bind_results(conv, op, list(loop.results), bools)
+
+
+def _bind_results(conv, op, values, bools) -> None:
+    for old, new, was_bool in zip(op.results, values, bools):
+        conv.bind(old, st.BoolBytes(new) if was_bool else new)

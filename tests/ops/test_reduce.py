@@ -56,3 +56,30 @@ def test_column_sum_loop(target, m, n):
     out = torch.empty(n)
     col_sum_kernel[(triton.cdiv(n, 16),)](x, out, m, n, x.stride(0), BM=8, BN=16)
     torch.testing.assert_close(out, x.sum(0), rtol=1e-5, atol=1e-5)
+
+
+@triton.jit
+def bool_reductions_kernel(x_ptr, any_ptr, arg_ptr, rows_ptr, N: tl.constexpr):
+    # Reductions over a boolean tile: xor, argmax, and a row-wise reduction kept 1-D.
+    rm = tl.arange(0, 4)
+    rn = tl.arange(0, N)
+    flags = tl.load(x_ptr + rm[:, None] * N + rn[None, :]) != 0
+    tl.store(any_ptr, tl.xor_sum(tl.xor_sum(flags, axis=1), axis=0))
+    tl.store(arg_ptr + rm, tl.argmax(flags, axis=1))
+    tl.store(rows_ptr + rm, tl.reduce(flags, 1, _or))
+
+
+@triton.jit
+def _or(a, b):
+    return a | b
+
+
+def test_reductions_of_boolean_tensors(target):
+    x = (torch.rand(4, 16) > 0.6).to(torch.int8)
+    x[2] = 0
+    parity, arg = torch.empty(1, dtype=torch.bool), torch.empty(4, dtype=torch.int32)
+    rows = torch.empty(4, dtype=torch.bool)
+    bool_reductions_kernel[(1,)](x, parity, arg, rows, N=16)
+    assert parity.item() == bool(x.sum().item() % 2)
+    assert torch.equal(arg, x.argmax(1).int())
+    assert torch.equal(rows, x.bool().any(1))

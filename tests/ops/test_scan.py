@@ -54,3 +54,19 @@ def test_integer_cumsum(target):
     out = torch.empty_like(x)
     int_cumsum_kernel[(1,)](x, out, BLOCK=64)
     torch.testing.assert_close(out, x.cumsum(0).int())
+
+
+@triton.jit
+def bool_scans_kernel(x_ptr, prod_ptr, max_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    flags = tl.load(x_ptr + offs) != 0
+    tl.store(prod_ptr + offs, tl.cumprod(flags, axis=0))
+    tl.store(max_ptr + offs, tl.associative_scan(flags, 0, _max_combine, reverse=True))
+
+
+def test_scans_of_boolean_tensors(target):
+    x = (torch.rand(32) > 0.2).to(torch.int8)
+    prod, running = torch.empty(32, dtype=torch.bool), torch.empty(32, dtype=torch.bool)
+    bool_scans_kernel[(1,)](x, prod, running, BLOCK=32)
+    assert torch.equal(prod, x.cumprod(0).bool())
+    assert torch.equal(running, x.flip(0).cummax(0).values.flip(0).bool())
