@@ -58,6 +58,15 @@ def scalar_encoder(param: Param, kernel: str) -> Callable[[object], int]:
     raise ValueError(f"argument '{param.name}' of kernel '{kernel}' has type {ty}, which Spine cannot pass yet")
 
 
+def unwrap_tensor(value):
+    """The torch tensor behind `triton.reinterpret(t, dtype)` (a TensorWrapper: same memory, another
+    element type, which the kernel's signature already carries); any other value as it is."""
+    from triton.runtime.jit import TensorWrapper
+    while isinstance(value, TensorWrapper):
+        value = value.base
+    return value
+
+
 def check_tensor(param: Param, value, kernel: str) -> None:
     """Pointer arguments must be CPU tensors of a dtype Spine supports."""
     try:

@@ -5,7 +5,7 @@ import re
 from dataclasses import fields
 
 from ..errors import DeviceAssertionError, OutOfBoundsError
-from .arguments import Param, byte_range, check_tensor, element_extent, extent_params, scalar_encoder
+from .arguments import Param, byte_range, check_tensor, element_extent, extent_params, scalar_encoder, unwrap_tensor
 
 _TENSORDESC = re.compile(r"tensordesc<([^[>]*)\[([^]]*)\]")
 
@@ -97,6 +97,7 @@ class CPULauncher:
         values = []
         for param, value, encode in zip(self.params, self._flat_arguments(args), self.encoders):
             if encode is None:
+                value = unwrap_tensor(value)
                 check_tensor(param, value, self.kernel_name)
                 values.append(value)
             else:

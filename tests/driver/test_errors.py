@@ -109,3 +109,17 @@ def test_hung_kernel_under_qemu_times_out(monkeypatch):
         long_loop_kernel[(1,)](out, 2**31 - 1)
     long_loop_kernel[(1,)](out, 3)
     assert out.item() == 1.75
+
+
+@triton.jit
+def widen_unsigned_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n).to(tl.int64), mask=offs < n)
+
+
+def test_reinterpreted_unsigned_tensors_are_accepted(target):
+    """triton.reinterpret(t, tl.uint32) hands the launcher a TensorWrapper: same memory, unsigned type."""
+    x = torch.tensor([0, 1, -1, -2**31, 2**31 - 1], dtype=torch.int32)
+    out = torch.empty(5, dtype=torch.int64)
+    widen_unsigned_kernel[(1,)](triton.reinterpret(x, tl.uint32), out, 5, BLOCK=8)
+    assert out.tolist() == [0, 1, 2**32 - 1, 2**31, 2**31 - 1]
