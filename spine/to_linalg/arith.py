@@ -108,3 +108,6 @@ def convert_select(conv, op):
         raise conv.unsupported(op, "select between pointers")
     convert_elementwise(conv, op)
 
+
+# Float ops rewritten before the lowering sees them (ceil, exp2, conversions to bf16) register there.
+from . import math  # noqa: E402,F401

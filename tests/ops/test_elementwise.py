@@ -127,3 +127,66 @@ def test_umulhi(target, dtype):
     high = [((int(x) % mod) * (int(y) % mod)) >> bits for x, y in zip(a, b)]
     expected = torch.tensor([h - mod if h >= mod // 2 else h for h in high], dtype=dtype)
     assert torch.equal(out, expected)
+
+
+@triton.jit
+def unary_kernel(x_ptr, out_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    if OP == "ceil":
+        y = tl.ceil(x)
+    elif OP == "exp2":
+        y = tl.exp2(x)
+    else:
+        y = x.to(out_ptr.dtype.element_ty)
+    tl.store(out_ptr + offs, y, mask=mask)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ceil_of_large_and_special_values(target, dtype):
+    x = torch.tensor([1e30, -1e30, 3e9, -3e9, 2.0 ** 63, float("inf"), float("-inf"), float("nan"), -0.5, 0.5,
+                      2.5, -2.5, -0.0, 7.0], dtype=dtype)
+    out = torch.empty_like(x)
+    unary_kernel[(1,)](x, out, x.numel(), OP="ceil", BLOCK=16)
+    torch.testing.assert_close(out, torch.ceil(x), rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(torch.signbit(out[~x.isnan()]), torch.signbit(torch.ceil(x)[~x.isnan()]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_exp2_is_accurate_across_the_range(target, dtype):
+    info = torch.finfo(dtype)
+    x = torch.cat([torch.linspace(-160 if dtype == torch.float32 else -1100, 130 if dtype == torch.float32 else 1030,
+                                  500, dtype=dtype), torch.arange(-30, 31, dtype=dtype),
+                   torch.tensor([float("inf"), float("-inf"), float("nan"), 0.5, -0.0], dtype=dtype)])
+    out = torch.empty_like(x)
+    unary_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), OP="exp2", BLOCK=256)
+    exact = torch.exp2(x.double())
+    exact = torch.where(exact > info.max, float("inf"), exact)
+    ulp = torch.clamp(exact.abs(), min=info.smallest_normal) * info.eps
+    assert torch.all(((out.double() - exact).abs() <= 2 * ulp) | (out.double() == exact) | (out.isnan() & exact.isnan()))
+    integers = x == x.round()
+    assert torch.equal(out[integers & (x.abs() < 100)], exact[integers & (x.abs() < 100)].to(dtype))
+
+
+def test_float64_to_bfloat16_rounds_once(target):
+    from tests.fuzz.dtypes import BF16, round_to
+    x = torch.randn(200, dtype=torch.float64) * 2.0 ** torch.randint(-140, 128, (200,))
+    # just above a bf16 half-way point: rounding to f32 first would land on it and round to even
+    x[:4] = torch.tensor([1 + 2 ** -8 + 2 ** -30, -(3 + 2 ** -7 + 2 ** -40), 1e39, 2 ** -140], dtype=torch.float64)
+    out = torch.empty(200, dtype=torch.bfloat16)
+    unary_kernel[(1,)](x, out, 200, OP="cast", BLOCK=256)
+    assert torch.equal(out.double(), torch.from_numpy(round_to(x.numpy(), BF16)))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_integers_to_bfloat16_round_once(target, dtype):
+    from tests.fuzz.dtypes import BF16, ints_to_float
+    info = torch.iinfo(dtype)
+    x = torch.randint(info.min, info.max, (200,), dtype=dtype)
+    x[:3] = torch.tensor([2 ** 24 + 2 ** 16 + 1, -(2 ** 25 + 2 ** 17 + 1), info.max], dtype=dtype)
+    if dtype == torch.int64:
+        x[3] = 2 ** 56 + 2 ** 48 + 1          # a tie for bf16 once rounded to float64
+    out = torch.empty(200, dtype=torch.bfloat16)
+    unary_kernel[(1,)](x, out, 200, OP="cast", BLOCK=256)
+    assert torch.equal(out.double(), torch.from_numpy(ints_to_float(x.numpy(), BF16)))
