@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "grid.h"
 #include "fault_guard.h"
+#include "profile_buffers.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -54,6 +55,7 @@ typedef struct {
     _Atomic int faulted;       /* a program faulted (guarded launches); the first fault is kept below */
     spine_fault_t fault;
     int64_t fault_program;
+    int32_t record_programs;   /* profiled launch: each program instance is recorded */
 } launch_t;
 
 /* Whether kernels run under the fault guard (in the user's process) or may take the process down (the
@@ -61,6 +63,10 @@ typedef struct {
 static int guard_faults;
 /* The program id this thread is running, for naming the one that faulted. */
 static __thread int64_t running_program;
+/* 0 on launching threads, k on the pool's k-th worker: profile records name the thread by it. */
+static __thread int grid_thread_index;
+
+int spine_grid_thread_index(void) { return grid_thread_index; }
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;  /* one launch at a time */
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -100,7 +106,13 @@ static void run_chunks(launch_t *l) {
             int32_t x = (int32_t)(id % l->gx);
             int32_t y = (int32_t)((id / l->gx) % l->gy);
             int32_t z = (int32_t)(id / ((int64_t)l->gx * l->gy));
-            l->fn(l->args, x, y, z, l->gx, l->gy, l->gz);
+            if (l->record_programs) {
+                spine_profile_program_begin(x, y, z);
+                l->fn(l->args, x, y, z, l->gx, l->gy, l->gz);
+                spine_profile_program_end();
+            } else {
+                l->fn(l->args, x, y, z, l->gx, l->gy, l->gz);
+            }
         }
     }
 }
@@ -156,6 +168,7 @@ static uint64_t await_launch(uint64_t seen) {
 
 static void *worker_main(void *arg) {
     int index = (int)(intptr_t)arg;
+    grid_thread_index = index + 1;
     uint64_t seen = 0;
     for (;;) {
         seen = await_launch(seen);
@@ -200,6 +213,11 @@ static void await_helpers(int helpers) {
 }
 
 int spine_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads) {
+    return spine_run_grid_ex(fn, args, gx, gy, gz, num_threads, 0);
+}
+
+int spine_run_grid_ex(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads,
+                      int32_t record_programs) {
     if (gx <= 0 || gy <= 0 || gz <= 0) return 0;
     int64_t total = (int64_t)gx * gy * gz;
     int threads = num_threads > 0 ? num_threads : spine_num_cores();
@@ -214,6 +232,7 @@ int spine_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32
     current.args = args;
     current.gx = gx; current.gy = gy; current.gz = gz;
     current.total = total;
+    current.record_programs = record_programs;
     /* Several chunks per thread balance uneven instances; one id per chunk when the grid is small. */
     current.chunk = total / ((int64_t)(helpers + 1) * 8);
     if (current.chunk < 1) current.chunk = 1;

@@ -17,6 +17,14 @@ typedef void (*spine_entry_fn)(void **args, int32_t px, int32_t py, int32_t pz,
  * SPINE_GRID_FAULTED when a program faulted under the fault guard (see spine_grid_take_fault). */
 int spine_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads);
 
+/* As spine_run_grid; with record_programs, each program instance is recorded in the calling thread's
+ * profile buffer (profile_buffers.h). */
+int spine_run_grid_ex(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads,
+                      int32_t record_programs);
+
+/* Which thread of the grid this is: 0 for the thread that launches, k for the pool's k-th worker. */
+int spine_grid_thread_index(void);
+
 /* How many microseconds idle threads poll for the next launch before sleeping (0: sleep at once).
  * Polling pays off natively; under emulation it only takes host cores from the threads doing work. */
 void spine_grid_set_spin(int microseconds);

@@ -15,6 +15,10 @@
  *                 u64 start and end of the kernel's executable code (for instruction tracing)
  *   RUN  payload: u32 handle, i32 gx, gy, gz, i32 threads, u32 nargs, u8 kind[nargs] (1: arena offset),
  *                 padding to 8 bytes, u64 value[nargs]
+ *   RUN_PROFILED payload: u32 record_programs, then a RUN payload; response payload: the launch's profile
+ *                 block (profile_buffers.h: header, records, scope names)
+ *   COUNTER      response payload: f64 counter frequency (Hz), u64 counter ticks and i64 CLOCK_MONOTONIC ns
+ *                 read together, then the counter's name (profile_buffers.h)
  * A kernel that faults kills this process; the host sees the pipe close and starts a new server. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -33,8 +37,9 @@
 #include "device_io.h"
 #include "fault_guard.h"
 #include "grid.h"
+#include "profile_buffers.h"
 
-enum { CMD_LOAD = 1, CMD_RUN = 2, CMD_PING = 3 };
+enum { CMD_LOAD = 1, CMD_RUN = 2, CMD_PING = 3, CMD_RUN_PROFILED = 4, CMD_COUNTER = 5 };
 enum { STATUS_ASSERTION = 2 };  /* a device assertion failed during RUN; payload: its message */
 #define MAX_KERNELS 4096
 
@@ -123,7 +128,8 @@ static void handle_load(char *payload, uint32_t len) {
     reply(0, out, sizeof out);
 }
 
-static void handle_run(uint8_t *payload, uint32_t len) {
+/* record_programs < 0: an ordinary launch; else a profiled one, whose records are the reply. */
+static void handle_run(uint8_t *payload, uint32_t len, int32_t record_programs) {
     if (len < 24) return reply_error("malformed RUN", NULL);
     uint32_t handle, nargs;
     int32_t g[4];
@@ -140,16 +146,48 @@ static void handle_run(uint8_t *payload, uint32_t len) {
         if (payload[kinds_at + i] == 1) values[i] = (uint64_t)(uintptr_t)(arena + values[i]);
         args[i] = &values[i];
     }
-    int rc = spine_run_grid(kernels[handle], args, g[0], g[1], g[2], g[3]);
+    void *profile = NULL;
+    uint64_t profile_bytes = 0;
+    int rc = record_programs < 0
+        ? spine_run_grid(kernels[handle], args, g[0], g[1], g[2], g[3])
+        : spine_profile_run_grid(kernels[handle], args, g[0], g[1], g[2], g[3], record_programs, &profile,
+                                 &profile_bytes);
     free(values);
     free(args);
-    if (rc) return reply_error("grid launch failed", strerror(rc));
+    if (rc) {
+        spine_profile_free(profile);
+        return reply_error("grid launch failed", strerror(rc));
+    }
     char message[1024];
     if (spine_take_assert_failure(message, sizeof message)) {
+        spine_profile_free(profile);
         reply(STATUS_ASSERTION, message, (uint32_t)strlen(message));
         return;
     }
-    reply(0, NULL, 0);
+    if (record_programs >= 0 && !profile) return reply_error("profile block", "out of memory");
+    reply(0, profile, (uint32_t)profile_bytes);
+    spine_profile_free(profile);
+}
+
+static void handle_run_profiled(uint8_t *payload, uint32_t len) {
+    if (len < 4) return reply_error("malformed RUN_PROFILED", NULL);
+    int32_t record_programs;
+    memcpy(&record_programs, payload, 4);
+    handle_run(payload + 4, len - 4, record_programs != 0);
+}
+
+static void handle_counter(void) {
+    uint64_t ticks;
+    int64_t monotonic;
+    double hz = spine_profile_calibrate(20, &ticks, &monotonic);
+    const char *name = spine_profile_counter_name();
+    uint8_t out[24 + 64];
+    size_t n = strlen(name) < 64 ? strlen(name) : 64;
+    memcpy(out, &hz, 8);
+    memcpy(out + 8, &ticks, 8);
+    memcpy(out + 16, &monotonic, 8);
+    memcpy(out + 24, name, n);
+    reply(0, out, (uint32_t)(24 + n));
 }
 
 static void *watch_lifeline(void *arg) {
@@ -186,7 +224,9 @@ int main(int argc, char **argv) {
         if (!payload || read_full(payload, header[1])) return 0;
         switch (header[0]) {
         case CMD_LOAD: handle_load((char *)payload, header[1]); break;
-        case CMD_RUN: handle_run(payload, header[1]); break;
+        case CMD_RUN: handle_run(payload, header[1], -1); break;
+        case CMD_RUN_PROFILED: handle_run_profiled(payload, header[1]); break;
+        case CMD_COUNTER: handle_counter(); break;
         case CMD_PING: reply(0, NULL, 0); break;
         default: reply_error("unknown command", NULL);
         }

@@ -12,11 +12,13 @@ CPP_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 
 # Debian bookworm's riscv64 glibc; the guest runs against /usr/riscv64-linux-gnu (libc6-riscv64-cross).
 GUEST_ZIG_TARGET = "riscv64-linux-gnu.2.36"
+# Built into both the host runtime and the guest kernel server.
+SHARED_SOURCES = ("grid.c", "fault_guard.c", "device_io.c", "profile_buffers.c")
 
 
 def _sources_hash(names: tuple[str, ...], extra: str) -> str:
     h = hashlib.sha256(extra.encode())
-    for name in names + ("grid.h", "device_io.h", "fault_guard.h"):
+    for name in names + ("grid.h", "device_io.h", "fault_guard.h", "profile_buffers.h"):
         with open(os.path.join(CPP_DIR, name), "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]
@@ -30,12 +32,11 @@ def _build(kind: str, sources: tuple[str, ...], flags: tuple[str, ...], suffix: 
 
 @functools.lru_cache(maxsize=None)
 def host_runtime_library() -> str:
-    return _build("host-runtime", ("host_runtime.c", "grid.c", "fault_guard.c", "device_io.c"), ("-shared", "-fPIC", "-O2", "-lpthread"),
-                  ".so")
+    return _build("host-runtime", ("host_runtime.c",) + SHARED_SOURCES, ("-shared", "-fPIC", "-O2", "-lpthread"), ".so")
 
 
 @functools.lru_cache(maxsize=None)
 def guest_kernel_server() -> str:
-    # -rdynamic: kernels bind to the server's device print/assert functions.
-    return _build("kernel-server", ("kernel_server.c", "grid.c", "fault_guard.c", "device_io.c"),
+    # -rdynamic: kernels bind to the server's device print/assert and profile record functions.
+    return _build("kernel-server", ("kernel_server.c",) + SHARED_SOURCES,
                   ("-target", GUEST_ZIG_TARGET, "-O2", "-rdynamic", "-lpthread", "-ldl"), "")
