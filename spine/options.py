@@ -32,7 +32,8 @@ class CPUOptions:
     cpu: str = ""
     features: str = ""
     dump_path: str = ""
-    kernel_capture: bool = False
+    # proton scopes in kernels become profile records (instrumentation on, TRITON_DISABLE_PROTON unset)
+    proton_scopes: bool = False
     # True: every load copies its tile (the variant the launcher falls back to when read-only arguments
     # overlap written memory); False: loads from never-written arguments read in place.
     alias_safe: bool = False
@@ -50,4 +51,4 @@ class CPUOptions:
 def environment_switches() -> dict:
     """The options that environment switches set (see switches.py); they change what a compile produces."""
     from . import switches
-    return {"dump_path": switches.DUMP_PATH.get(), "kernel_capture": switches.KERNEL_CAPTURE.get()}
+    return {"dump_path": switches.DUMP_PATH.get(), "proton_scopes": switches.proton_scopes()}

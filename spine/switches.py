@@ -59,8 +59,16 @@ RISCV_FEATURES = Switch("SPINE_RISCV_FEATURES", str, "+64bit,+m,+a,+f,+d,+c,+v,+
                         "LLVM features for riscv64 (default RV64GC + V + Zfh/Zvfh + Zba/Zbb/Zbs)", compile_key=True)
 DUMP_PATH = Switch("SPINE_TRITON_DUMP_PATH", str, "", "write every stage (`.ttir .linalg .llir .s .o .so`) "
                    "here, named by kernel", compile_key=True)
-KERNEL_CAPTURE = Switch("PROTON_KERNEL_CAPTURE", _flag, False, "reserved for the CPU profiler (not built yet); already part of the compile key",
-                        compile_key=True)
+KERNEL_CAPTURE = Switch("PROTON_KERNEL_CAPTURE", _flag, False, "record every kernel launch (kernel, grid, time, "
+                        "and the scopes of instrumented kernels) and write them when the process exits, to "
+                        "`PROTON_OUTPUT` or as a table on stdout")
+PROTON_OUTPUT = Switch("PROTON_OUTPUT", str, None, "where the CPU profiler writes (capture at exit, "
+                       "`profiler.dump()`): `.json` a Chrome trace for Perfetto, `.hatchet` a tree for hatchet "
+                       "and `python -m spine.proton.viewer`; unset: a table on stdout")
+PROTON_VERBOSE = Switch("PROTON_VERBOSE", _flag, False, "the CPU profiler also records every program "
+                        "instance and adds per-thread detail to its table")
+DISABLE_PROTON = Switch("TRITON_DISABLE_PROTON", _flag, False, "turns the CPU profiler off: kernels compile "
+                        "without their scopes, nothing is recorded or written", compile_key=True)
 NUM_THREADS = Switch("SPINE_NUM_THREADS", _positive_int, None, "threads for the grid (default: all cores)")
 GRID_SPIN_US = Switch("SPINE_GRID_SPIN_US", int, None, "how long idle grid threads poll for the next launch "
                       "before sleeping (default 200)")
@@ -77,10 +85,26 @@ COMPILE_TIMEOUT = Switch("SPINE_COMPILE_TIMEOUT", float, 600.0, "seconds one com
 CACHE_DIR = Switch("SPINE_CACHE_DIR", str, None, "Spine's own cache (runtime builds, loaded kernels); default "
                    "`spine/` under triton's cache directory")
 
-ALL = (TARGET, HOST_CPU, HOST_FEATURES, RISCV_CPU, RISCV_FEATURES, DUMP_PATH, KERNEL_CAPTURE, NUM_THREADS,
-       GRID_SPIN_US, QEMU, QEMU_CPU, QEMU_TRACE, KERNEL_TIMEOUT, ARENA_MB, COMPILE_TIMEOUT, CACHE_DIR)
+ALL = (TARGET, HOST_CPU, HOST_FEATURES, RISCV_CPU, RISCV_FEATURES, DUMP_PATH, KERNEL_CAPTURE, PROTON_OUTPUT,
+       PROTON_VERBOSE, DISABLE_PROTON, NUM_THREADS, GRID_SPIN_US, QEMU, QEMU_CPU, QEMU_TRACE, KERNEL_TIMEOUT,
+       ARENA_MB, COMPILE_TIMEOUT, CACHE_DIR)
+
+
+def instrumentation_on() -> bool:
+    """triton's own switch for kernel scopes, `triton.profiler.flags.flags.instrumentation_on`: process
+    state rather than an environment variable, but it changes what a compile produces just the same.
+    Read without importing triton.profiler: a process that never imported it cannot have set it."""
+    import sys
+    flags = sys.modules.get("triton.profiler.flags")
+    return bool(flags is not None and flags.flags.instrumentation_on)
+
+
+def proton_scopes() -> bool:
+    """Whether kernels compile their proton scopes into profile records (compiler/backend.py)."""
+    return instrumentation_on() and not DISABLE_PROTON.get()
 
 
 def compile_key_values() -> tuple:
-    """The raw values of every compile-affecting switch: cheap enough to read on every launch."""
-    return tuple(s.raw() for s in ALL if s.compile_key)
+    """The raw values of every compile-affecting switch, and triton's instrumentation flag: cheap enough
+    to read on every launch."""
+    return tuple(s.raw() for s in ALL if s.compile_key) + (instrumentation_on(),)

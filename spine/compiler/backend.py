@@ -42,6 +42,16 @@ def toolchain_versions() -> str:
     return ",".join(f"{n}={version(n)}" for n in names)
 
 
+def _mark_proton_scopes(mod, options):
+    """Tells the conversion (to_linalg/proton_record.py, in a compile worker that cannot see this
+    process's switches) to turn the module's proton scopes into profile records; unmarked, they are
+    dropped. The mark follows options.proton_scopes, so the code always agrees with the cache key."""
+    if options.proton_scopes:
+        from triton._C.libtriton import ir
+        mod.set_attr("spine.proton_scopes", ir.builder(mod.context).get_bool_attr(True))
+    return mod
+
+
 class CPUBackend(BaseBackend):
     binary_ext = "so"
 
@@ -83,7 +93,7 @@ class CPUBackend(BaseBackend):
 
     def add_stages(self, stages, options, language=None):
         from .pipeline import make_linalg, make_llir, make_so, make_ttir
-        stages["ttir"] = lambda src, metadata: make_ttir(src, metadata, options)
+        stages["ttir"] = lambda src, metadata: _mark_proton_scopes(make_ttir(src, metadata, options), options)
         stages["linalg"] = lambda src, metadata: make_linalg(src, metadata, options)
         stages["llir"] = lambda src, metadata: make_llir(src, metadata, options)
         stages["so"] = lambda src, metadata: make_so(src, metadata, options)

@@ -15,6 +15,7 @@ Where each TTIR op is handled:
     scf.for, scf.if, scf.while                                   control_flow.py
     tt.extern_elementwise (libdevice)                            extern.py
     tt.print, tt.assert                                          debug_ops.py
+    proton.record (profiler scopes in kernels)                   proton_record.py
     arith.*, math.*                                              arith.py
 The structure these handlers track (pointer, index and mask states) is in states.py.
 With debug=True, load.py, store.py and atomics.py check every access against its argument's extent
@@ -30,6 +31,7 @@ from ..errors import SpineCompilationError
 # Importing the handler modules registers them.
 from . import (arith, atomics, block_pointers, control_flow, debug_ops, dot, extern, function,  # noqa: F401
                indexing, load, pointers, reduce, scan, store, tensor_ops)
+from . import proton_record  # noqa: F401
 from .bounds import BoundsCheck, extent_kinds
 from .converter import Converter, RetryWithGather
 
