@@ -1,9 +1,12 @@
 """Module names spine-triton users import, served by Spine's own modules.
 
-`from triton.backends.spine_triton.driver import CPUDriver`, `import triton.language.extra.smt` and
-`from triton.language.extra.cpu import libdevice` must work with the unmodified triton wheel, whose
-directories we do not write into. A meta-path finder maps those names onto Spine modules when (and only
-when) they are imported.
+`from triton.backends.spine_triton.driver import CPUDriver`, `import triton.language.extra.smt`,
+`from triton.language.extra.cpu import libdevice` and `from triton.backends.spine_triton.proton import
+profiler` must work with the unmodified triton wheel, whose directories we do not write into. A meta-path
+finder maps those names onto Spine modules when (and only when) they are imported.
+
+The same finder follows the import of `triton.profiler` (triton's own module, loaded as it is) with
+spine.proton.triton_api.install, which lets `proton.start(..., backend="cpu")` reach Spine's profiler.
 """
 from __future__ import annotations
 
@@ -11,15 +14,29 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+import warnings
 
 ALIASES = {
     "triton.backends.spine_triton": "spine.triton_backend",
     "triton.backends.spine_triton.driver": "spine.triton_backend.driver",
     "triton.backends.spine_triton.compiler": "spine.triton_backend.compiler",
+    "triton.backends.spine_triton.proton": "spine.proton",
     "triton.language.extra.smt": "spine.language.smt",
     "triton.language.extra.cpu": "spine.language.cpu",
     "triton.language.extra.cpu.libdevice": "spine.language.cpu.libdevice",
 }
+PACKAGES = ("spine.triton_backend", "spine.language.smt", "spine.language.cpu", "spine.proton")
+
+# triton modules whose import is followed by a hook of ours: module → "spine module:function"
+FOLLOWED = {"triton.profiler": "spine.proton.triton_api:install"}
+
+
+def _run_hook(spec: str) -> None:
+    module, function = spec.split(":")
+    try:
+        getattr(importlib.import_module(module), function)()
+    except Exception as err:  # the user's import must succeed even if our hook cannot
+        warnings.warn(f"Spine could not hook into {module}: {err}", RuntimeWarning, stacklevel=3)
 
 
 class _AliasLoader(importlib.abc.Loader):
@@ -35,16 +52,48 @@ class _AliasLoader(importlib.abc.Loader):
         pass
 
 
+class _FollowedLoader(importlib.abc.Loader):
+    """The real loader of a followed module, then our hook once the module has run."""
+
+    def __init__(self, real, hook: str):
+        self.real = real
+        self.hook = hook
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def create_module(self, spec):
+        return self.real.create_module(spec)
+
+    def exec_module(self, module):
+        self.real.exec_module(module)
+        _run_hook(self.hook)
+
+
 class AliasFinder(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname, path=None, target=None):
+        if fullname in FOLLOWED:
+            return self._followed_spec(fullname, path, target)
         real = ALIASES.get(fullname)
         if real is None:
             return None
-        is_package = real in ("spine.triton_backend", "spine.language.smt", "spine.language.cpu")
-        return importlib.util.spec_from_loader(fullname, _AliasLoader(real), is_package=is_package)
+        return importlib.util.spec_from_loader(fullname, _AliasLoader(real), is_package=real in PACKAGES)
+
+    def _followed_spec(self, fullname, path, target):
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _FollowedLoader(spec.loader, FOLLOWED[fullname])
+                return spec
+        return None
 
 
 def install() -> None:
     if not any(isinstance(f, AliasFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, AliasFinder())
+    for module, hook in FOLLOWED.items():
+        if module in sys.modules:  # imported before us: hook in now
+            _run_hook(hook)

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import ctypes
 import os
+import platform
+import time
 from dataclasses import dataclass, field
 
 from .. import switches
 from ..errors import DeviceAssertionError, KernelFault
+from ..proton import buffers as proton_buffers
+from ..proton import session as proton
 from .source_lines import with_source_line
 
 
@@ -46,11 +50,15 @@ class NativeExecutor:
         spin = switches.GRID_SPIN_US.get()
         if spin is not None:
             self.runtime.spine_grid_set_spin(spin)
+        self.profile = proton_buffers.NativeBuffers(self.runtime)
+        self.target_label = "riscv64" if platform.machine() == "riscv64" else "host"
 
     def load(self, name: str, so_path: str) -> LoadedKernel:
         lib = ctypes.CDLL(so_path, mode=os.RTLD_LOCAL)
         entry = ctypes.cast(lib.spine_entry, ctypes.c_void_p).value
-        return LoadedKernel(name, so_path, self, {"lib": lib, "entry": entry})
+        # A kernel with proton scopes always runs profiled, so its records never pile up in the buffers.
+        instrumented = proton_buffers.calls_records(so_path)
+        return LoadedKernel(name, so_path, self, {"lib": lib, "entry": entry, "instrumented": instrumented})
 
     def run(self, kernel: LoadedKernel, grid, params, values, written) -> None:
         n = len(values)
@@ -58,8 +66,7 @@ class NativeExecutor:
             *[value.data_ptr() if param.is_pointer else value for param, value in zip(params, values)])
         base = ctypes.addressof(slots)
         args = (ctypes.c_void_p * max(n, 1))(*range(base, base + 8 * n, 8))
-        rc = self.runtime.spine_host_run_grid(kernel.state["entry"], args, grid[0], grid[1], grid[2],
-                                              default_num_threads())
+        rc, launch = self._run_grid(kernel, args, grid)
         if rc == GRID_FAULTED:
             message = ctypes.create_string_buffer(1024)
             self.runtime.spine_grid_take_fault(message, len(message))
@@ -71,3 +78,21 @@ class NativeExecutor:
         message = ctypes.create_string_buffer(1024)
         if self.runtime.spine_take_assert_failure(message, len(message)):
             raise DeviceAssertionError(f"kernel '{kernel.name}': device assertion failed: {message.value.decode()}")
+        if launch is not None:
+            proton.record_launch(launch)
+
+    def _run_grid(self, kernel: LoadedKernel, args, grid):
+        """Runs the grid: profiled, with its record returned, when the kernel has proton scopes or a
+        profiling session listens (spine/proton/)."""
+        instrumented = kernel.state["instrumented"]
+        if not (instrumented or proton.launches_wanted()):
+            return self.runtime.spine_host_run_grid(kernel.state["entry"], args, grid[0], grid[1], grid[2],
+                                                    default_num_threads()), None
+        started, clock = time.monotonic_ns(), time.perf_counter_ns()
+        rc, block = self.profile.run_grid(kernel.state["entry"], args, grid, default_num_threads(),
+                                          instrumented or proton.programs_wanted())
+        wall = time.perf_counter_ns() - clock
+        if block is None:
+            return rc, None
+        return rc, proton_buffers.launch_of(kernel.name, grid, self.target_label, self.profile.counter(), block,
+                                            wall, started)

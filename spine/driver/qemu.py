@@ -20,15 +20,18 @@ import struct
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 
 from .. import switches
 from ..errors import DeviceAssertionError, KernelFault
+from ..proton import buffers as proton_buffers
+from ..proton import session as proton
 from .arguments import byte_range
 from .executor import LoadedKernel, default_num_threads
 from .source_lines import with_source_line
 
-CMD_LOAD, CMD_RUN, CMD_PING = 1, 2, 3
+CMD_LOAD, CMD_RUN, CMD_PING, CMD_RUN_PROFILED, CMD_COUNTER = 1, 2, 3, 4, 5
 STATUS_ASSERTION = 2
 GUEST_SYSROOT = "/usr/riscv64-linux-gnu"
 ALIGN = 64
@@ -183,10 +186,13 @@ class _Span:
 class QemuExecutor:
     """Executes riscv64 kernels through a QemuServer, restarting it after a fault."""
 
+    TARGET_LABEL = "riscv64 (QEMU user mode)"
+
     def __init__(self):
         self.server: QemuServer | None = None
         self.generation = 0
         self.lock = threading.Lock()
+        self._counter = (None, None)   # (server generation, its calibrated counter)
         atexit.register(self.shutdown)
 
     def shutdown(self) -> None:
@@ -204,7 +210,18 @@ class QemuExecutor:
         return self.server
 
     def load(self, name: str, so_path: str) -> LoadedKernel:
-        return LoadedKernel(name, so_path, self)
+        # A kernel with proton scopes always runs profiled, so its records never pile up in the buffers.
+        return LoadedKernel(name, so_path, self, {"instrumented": proton_buffers.calls_records(so_path)})
+
+    def counter(self, server: QemuServer):
+        """The guest's counter (rdtime), calibrated once per server. Under QEMU user mode it reads the
+        host's clock: the Counter says so (emulated=True)."""
+        generation, counter = self._counter
+        if generation != self.generation:
+            body = server.request(CMD_COUNTER, b"", timeout=60)
+            counter = proton_buffers.parse_counter(body, "riscv64", emulated=True)
+            self._counter = (self.generation, counter)
+        return counter
 
     def _handle(self, kernel: LoadedKernel, server: QemuServer) -> int:
         if kernel.state.get("generation") != self.generation:
@@ -254,7 +271,7 @@ class QemuExecutor:
             payload = struct.pack("<I4iI", handle, grid[0], grid[1], grid[2], default_num_threads(),
                                   len(slots)) + bytes(kinds) + struct.pack(f"<{len(slots)}Q", *slots)
             try:
-                server.request(CMD_RUN, payload, timeout=kernel_timeout())
+                launch = self._request_run(kernel, server, payload, grid)
             except KernelFault as fault:
                 self.shutdown()
                 raise KernelFault(f"kernel '{kernel.name}': {fault}") from None
@@ -262,6 +279,23 @@ class QemuExecutor:
                 self._copy_back(server, spans)  # what the kernel wrote is visible, as on a GPU
                 raise DeviceAssertionError(f"kernel '{kernel.name}': {failure}") from None
             self._copy_back(server, spans)
+        if launch is not None:
+            proton.record_launch(launch)
+
+    def _request_run(self, kernel: LoadedKernel, server: QemuServer, payload: bytes, grid):
+        """Runs the grid in the guest: profiled, with its record returned, when the kernel has proton
+        scopes or a profiling session listens (spine/proton/)."""
+        instrumented = kernel.state["instrumented"]
+        if not (instrumented or proton.launches_wanted()):
+            server.request(CMD_RUN, payload, timeout=kernel_timeout())
+            return None
+        record_programs = instrumented or proton.programs_wanted()
+        started, clock = time.monotonic_ns(), time.perf_counter_ns()
+        body = server.request(CMD_RUN_PROFILED, struct.pack("<I", record_programs) + payload,
+                              timeout=kernel_timeout())
+        wall = time.perf_counter_ns() - clock
+        return proton_buffers.launch_of(kernel.name, grid, self.TARGET_LABEL, self.counter(server),
+                                        proton_buffers.parse_block(body), wall, started)
 
     @staticmethod
     def _copy_back(server: QemuServer, spans) -> None:
