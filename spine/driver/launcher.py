@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import fields
+from dataclasses import dataclass, fields
 
 from ..errors import DeviceAssertionError, OutOfBoundsError
 from .arguments import Param, byte_range, check_tensor, element_extent, extent_params, scalar_encoder, unwrap_tensor
@@ -30,22 +30,48 @@ def _tensordesc_values(name: str, kernel: str, desc) -> list:
     return [desc.base, *shape, *strides, padding_nan, *shape, *strides]
 
 
-def runtime_params(src) -> tuple[list[Param], list[tuple[int, str, str]]]:
+@dataclass(frozen=True)
+class ArgumentSource:
+    """Where a runtime parameter's value comes from: a Python argument, inside nested tuples by `path`."""
+    position: int
+    path: tuple
+    name: str
+    kind: str          # "plain" or "tensordesc" (which becomes several parameters)
+
+    def value(self, args):
+        value = args[self.position]
+        for index in self.path:
+            value = value[index]
+        return value
+
+
+def _leaves(name: str, ty, path=()):
+    """(name, type, path) of every non-tuple element of a possibly nested tuple argument, in order (the
+    order the frontend flattens tuples into kernel parameters)."""
+    if isinstance(ty, tuple):
+        for i, element in enumerate(ty):
+            yield from _leaves(f"{name}[{i}]", element, path + (i,))
+    else:
+        yield name, ty, path
+
+
+def runtime_params(src) -> tuple[list[Param], list[ArgumentSource]]:
     """The kernel's runtime parameters in order (constexprs and ints specialised to 1 are compiled in),
-    and for each Python argument that has any: (position, name, "plain" | "tensordesc")."""
+    and where each comes from."""
     params, sources = [], []
-    for position, (name, ty) in enumerate(src.signature.items()):
-        if ty == "constexpr":
-            continue
-        if not isinstance(ty, str):
-            raise ValueError(f"kernel argument '{name}' of type {ty} is not supported by Spine yet")
-        if ty.startswith("tensordesc"):
-            for pname, pty in _tensordesc_params(name, ty):
-                params.append(Param(len(params), pname, pty))
-            sources.append((position, name, "tensordesc"))
-        else:
-            params.append(Param(len(params), name, ty))
-            sources.append((position, name, "plain"))
+    for position, (argument, argument_type) in enumerate(src.signature.items()):
+        for name, ty, path in _leaves(argument, argument_type):
+            if ty == "constexpr":
+                continue
+            if not isinstance(ty, str):
+                raise ValueError(f"kernel argument '{name}' of type {ty} is not supported by Spine yet")
+            if ty.startswith("tensordesc"):
+                for pname, pty in _tensordesc_params(name, ty):
+                    params.append(Param(len(params), pname, pty))
+                sources.append(ArgumentSource(position, path, name, "tensordesc"))
+            else:
+                params.append(Param(len(params), name, ty))
+                sources.append(ArgumentSource(position, path, name, "plain"))
     return params, sources
 
 
@@ -87,9 +113,10 @@ class CPULauncher:
 
     def _flat_arguments(self, args) -> list:
         flat = []
-        for position, name, kind in self.sources:
-            value = args[position]
-            flat += _tensordesc_values(name, self.kernel_name, value) if kind == "tensordesc" else [value]
+        for source in self.sources:
+            value = source.value(args)
+            flat += _tensordesc_values(source.name, self.kernel_name, value) if source.kind == "tensordesc" \
+                else [value]
         return flat
 
     def __call__(self, gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,

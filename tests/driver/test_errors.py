@@ -123,3 +123,19 @@ def test_reinterpreted_unsigned_tensors_are_accepted(target):
     out = torch.empty(5, dtype=torch.int64)
     widen_unsigned_kernel[(1,)](triton.reinterpret(x, tl.uint32), out, 5, BLOCK=8)
     assert out.tolist() == [0, 1, 2**32 - 1, 2**31, 2**31 - 1]
+
+
+@triton.jit
+def tuple_arguments_kernel(ptrs, scales, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.load(ptrs[0] + offs) * scales[0]
+    acc += tl.load(ptrs[1] + offs) * scales[1][0]
+    acc += tl.load(ptrs[2] + offs) * scales[1][1]
+    tl.store(out_ptr + offs, acc)
+
+
+def test_tuple_arguments_are_flattened(target):
+    xs = tuple(torch.rand(16) for _ in range(3))
+    out = torch.empty(16)
+    tuple_arguments_kernel[(1,)](xs, (2.0, (3.0, 0.5)), out, BLOCK=16)
+    torch.testing.assert_close(out, 2 * xs[0] + 3 * xs[1] + 0.5 * xs[2])
