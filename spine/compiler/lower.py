@@ -107,32 +107,11 @@ def lower(linalg_text: str, inline_copies: bool = False, line_tables: bool = Fal
         _run(module, TO_LOOPS)
         expand_math(module)
         if "bf16" in linalg_text:
-            _f64_to_bf16_through_f32(module)
             _run(module, BF16_TO_INTEGER_OPS)
         _run(module, TO_LLVM)
         if line_tables:
             _run(module, LINE_TABLES)
         return to_llvm_ir(module)
-
-
-def _f64_to_bf16_through_f32(module) -> None:
-    """f64 → bf16 as f64 → f32 → bf16, as torch converts (c10's BFloat16 is built from a float): the
-    emulation below handles only f32 → bf16, and the direct truncation would call __truncdfbf2."""
-    from mlir import ir
-    from mlir.dialects import arith
-    found = []
-
-    def collect(op):
-        if (op.operation.name == "arith.truncf" and isinstance(op.operands[0].type, ir.F64Type)
-                and isinstance(op.results[0].type, ir.BF16Type)):
-            found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(collect)
-    for op in found:
-        with ir.InsertionPoint(op), op.location:
-            narrowed = arith.TruncFOp(ir.F32Type.get(), op.operands[0]).result
-            op.results[0].replace_all_uses_with(arith.TruncFOp(ir.BF16Type.get(), narrowed).result)
-        op.erase()
 
 
 def _run(module, pipeline: str) -> None:
