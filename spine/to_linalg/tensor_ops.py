@@ -1,7 +1,10 @@
 """Shape-building ops: tt.make_range, tt.splat, tt.broadcast, tt.expand_dims, and tensor constants.
 
 They keep structure: `tt.make_range {start = 0, end = 128}` becomes AffineIndex(offset 0, stride 1) and
-emits nothing; only a use that needs real values materialises it (a linalg.generic over linalg.index)."""
+emits nothing; only a use that needs real values materialises it (a linalg.generic over linalg.index).
+
+Shape ops move boolean tensors as their i8 bytes (BoolBytes): an i1 result with several uses would be
+bufferized into an i1 buffer, which MLIR's LLVM lowering cannot store to."""
 from __future__ import annotations
 
 from mlir import ir
@@ -9,9 +12,25 @@ from mlir.dialects import linalg, tensor
 
 from . import builders as b
 from . import index_math as im
+from . import materialize
 from . import states as st
 from .converter import handles
 from .types import element_type, is_bool, is_integer, shape_of
+
+
+def _operand(conv, value: ir.Value):
+    """A concrete operand for a shape op, boolean tensors as their i8 bytes; and whether it was boolean."""
+    state = conv.state(value)
+    if isinstance(state, st.BoolBytes):
+        return state.value, True
+    concrete = conv.concrete(value)
+    if isinstance(concrete.type, ir.RankedTensorType) and is_bool(concrete.type):
+        return materialize.bytes_from_bool(concrete), True
+    return concrete, False
+
+
+def _wrap(result: ir.Value, was_bool: bool):
+    return st.BoolBytes(result) if was_bool else result
 
 
 @handles("tt.make_range")
@@ -48,7 +67,8 @@ def convert_expand_dims(conv, op):
             offsets = _expand_shape(source.offsets, axis, shape_of(op.results[0].type))
             expanded = st.GatherPointer(source.base, source.element_type, shape_of(op.results[0].type), offsets)
         else:
-            expanded = _expand_shape(conv.concrete(op.operands[0]), axis, shape_of(op.results[0].type))
+            value, was_bool = _operand(conv, op.operands[0])
+            expanded = _wrap(_expand_shape(value, axis, shape_of(op.results[0].type)), was_bool)
     conv.bind(op.results[0], expanded)
 
 
@@ -78,7 +98,8 @@ def convert_broadcast(conv, op):
             result = st.GatherPointer(source.base, source.element_type, shape,
                                       broadcast_tensor(source.offsets, shape))
         else:
-            result = broadcast_tensor(conv.concrete(op.operands[0]), shape)
+            value, was_bool = _operand(conv, op.operands[0])
+            result = _wrap(broadcast_tensor(value, shape), was_bool)
     conv.bind(op.results[0], result)
 
 
@@ -118,15 +139,15 @@ def convert_constant(conv, op):
 @handles("tt.trans")
 def convert_trans(conv, op):
     order = list(ir.DenseI32ArrayAttr(op.attributes["order"]))
-    value = conv.concrete(op.operands[0])
+    value, was_bool = _operand(conv, op.operands[0])
     out = b.empty(shape_of(op.results[0].type), element_type(value.type))
-    conv.bind(op.results[0], b.single_value(linalg.transpose(value, outs=[out], permutation=order)))
+    conv.bind(op.results[0], _wrap(b.single_value(linalg.transpose(value, outs=[out], permutation=order)), was_bool))
 
 
 @handles("tt.reshape")
 def convert_reshape(conv, op):
     """Row-major reshape: collapse to 1-D, then expand to the new shape."""
-    value = conv.concrete(op.operands[0])
+    value, was_bool = _operand(conv, op.operands[0])
     shape = shape_of(op.results[0].type)
     elem = element_type(value.type)
     src_shape = shape_of(value.type)
@@ -137,7 +158,7 @@ def convert_reshape(conv, op):
         result = ir.RankedTensorType.get(list(shape), elem)
         value = tensor.ExpandShapeOp(result, value, _reassociation([list(range(len(shape)))]), [],
                                      ir.DenseI64ArrayAttr.get(list(shape))).result
-    conv.bind(op.results[0], value)
+    conv.bind(op.results[0], _wrap(value, was_bool))
 
 
 def _product(shape) -> int:
@@ -162,41 +183,43 @@ def _insert_slice(piece: ir.Value, into: ir.Value, offsets, sizes) -> ir.Value:
 def convert_join(conv, op):
     """tl.join(a, b): a new minor dim of size 2 holding a and b."""
     shape = shape_of(op.results[0].type)
-    out = b.empty(shape, element_type(op.results[0].type))
-    for k, operand in enumerate(op.operands):
-        value = conv.concrete(operand)
+    values = [_operand(conv, operand) for operand in op.operands]
+    was_bool = values[0][1]
+    out = b.empty(shape, element_type(values[0][0].type))
+    for k, (value, _) in enumerate(values):
         piece = _expand_shape(value, len(shape) - 1, shape[:-1] + (1,)) if shape[:-1] else \
             tensor.ExpandShapeOp(ir.RankedTensorType.get([1], element_type(value.type)), value, ir.ArrayAttr.get([]),
                                  [], ir.DenseI64ArrayAttr.get([1])).result
         out = _insert_slice(piece, out, [0] * (len(shape) - 1) + [k], list(shape[:-1]) + [1])
-    conv.bind(op.results[0], out)
+    conv.bind(op.results[0], _wrap(out, was_bool))
 
 
 @handles("tt.split")
 def convert_split(conv, op):
     """tl.split(x): the two halves of x's minor dim of size 2."""
-    value = conv.concrete(op.operands[0])
+    value, was_bool = _operand(conv, op.operands[0])
     shape = shape_of(value.type)
     for k, result in enumerate(op.results):
-        ty = result.type if isinstance(result.type, ir.RankedTensorType) else \
-            ir.RankedTensorType.get([], element_type(value.type))
+        ty = ir.RankedTensorType.get(list(shape_of(result.type)), element_type(value.type))
         piece = tensor.ExtractSliceOp(ty, value, [], [], [], ir.DenseI64ArrayAttr.get([0] * (len(shape) - 1) + [k]),
                                       ir.DenseI64ArrayAttr.get(list(shape[:-1]) + [1]),
                                       ir.DenseI64ArrayAttr.get([1] * len(shape))).result
         if not isinstance(result.type, ir.RankedTensorType):
             piece = tensor.ExtractOp(piece, []).result
-        conv.bind(result, piece)
+            conv.bind(result, materialize.narrow_byte(piece) if was_bool else piece)
+        else:
+            conv.bind(result, _wrap(piece, was_bool))
 
 
 @handles("tt.cat")
 def convert_cat(conv, op):
     """tl.cat(a, b): a then b along dim 0."""
     shape = shape_of(op.results[0].type)
-    out = b.empty(shape, element_type(op.results[0].type))
+    values = [_operand(conv, operand) for operand in op.operands]
+    out = b.empty(shape, element_type(values[0][0].type))
     at = 0
-    for operand in op.operands:
-        value = conv.concrete(operand)
+    for value, _ in values:
         part = shape_of(value.type)
         out = _insert_slice(value, out, [at] + [0] * (len(part) - 1), part)
         at += part[0]
-    conv.bind(op.results[0], out)
+    conv.bind(op.results[0], _wrap(out, values[0][1]))

@@ -78,3 +78,37 @@ def test_histogram(target):
     out = torch.empty(8, dtype=torch.int32)
     histogram_kernel[(1,)](x, out, BLOCK=64, BINS=8)
     torch.testing.assert_close(out, torch.bincount(x, minlength=10)[:8].int())
+
+
+@triton.jit
+def bool_shapes_kernel(x_ptr, rows_ptr, t_ptr, r_ptr, j_ptr, s_ptr, BLOCK: tl.constexpr):
+    # Shape ops on computed boolean tensors whose results have several uses.
+    offs = tl.arange(0, BLOCK)
+    flags = tl.load(x_ptr + offs) > 0
+    col = flags[:, None]                                   # expand_dims, used twice below
+    tile = tl.broadcast_to(col, (BLOCK, BLOCK))            # broadcast, used twice below
+    tl.store(rows_ptr + offs, tl.sum(col.to(tl.int32), axis=1) + tl.sum(tile.to(tl.int32), axis=1))
+    both = tile & tl.trans(tile)                           # trans
+    tl.store(t_ptr + offs[:, None] * BLOCK + offs[None, :], both | tile)
+    flat = tl.reshape(tile, (BLOCK * BLOCK,))              # reshape
+    tl.store(r_ptr + tl.arange(0, BLOCK * BLOCK), flat ^ (flat == 0))
+    pairs = tl.join(flags, flags == 0)                     # join
+    tl.store(j_ptr + offs[:, None] * 2 + tl.arange(0, 2)[None, :], pairs & (pairs == pairs))
+    first, second = tl.split(pairs)                        # split
+    both_halves = tl.cat(first, second, can_reorder=True)  # cat
+    tl.store(s_ptr + tl.arange(0, 2 * BLOCK), both_halves | (both_halves == 0))
+
+
+def test_shape_ops_on_boolean_tensors(target):
+    x = torch.randint(-2, 3, (8,), dtype=torch.int32)
+    rows, t = torch.empty(8, dtype=torch.int32), torch.empty(8, 8, dtype=torch.bool)
+    r, j = torch.empty(64, dtype=torch.bool), torch.empty(8, 2, dtype=torch.bool)
+    s = torch.empty(16, dtype=torch.bool)
+    bool_shapes_kernel[(1,)](x, rows, t, r, j, s, BLOCK=8)
+    flags = x > 0
+    tile = flags[:, None].expand(8, 8)
+    assert torch.equal(rows, flags.int() * 9)
+    assert torch.equal(t, (tile & tile.T) | tile)
+    assert torch.equal(r, torch.ones(64, dtype=torch.bool))
+    assert torch.equal(j, torch.stack([flags, ~flags], dim=1))
+    assert torch.equal(s, torch.ones(16, dtype=torch.bool))
