@@ -66,7 +66,7 @@ class NativeExecutor:
             *[value.data_ptr() if param.is_pointer else value for param, value in zip(params, values)])
         base = ctypes.addressof(slots)
         args = (ctypes.c_void_p * max(n, 1))(*range(base, base + 8 * n, 8))
-        rc, launch = self._run_grid(kernel, args, grid)
+        rc, profiled = self._run_grid(kernel, args, grid)
         if rc == GRID_FAULTED:
             message = ctypes.create_string_buffer(1024)
             self.runtime.spine_grid_take_fault(message, len(message))
@@ -78,21 +78,22 @@ class NativeExecutor:
         message = ctypes.create_string_buffer(1024)
         if self.runtime.spine_take_assert_failure(message, len(message)):
             raise DeviceAssertionError(f"kernel '{kernel.name}': device assertion failed: {message.value.decode()}")
-        if launch is not None:
-            proton.record_launch(launch)
+        if profiled is not None:
+            self._record(kernel, grid, *profiled)
 
     def _run_grid(self, kernel: LoadedKernel, args, grid):
-        """Runs the grid: profiled, with its record returned, when the kernel has proton scopes or a
-        profiling session listens (spine/proton/)."""
-        instrumented = kernel.state["instrumented"]
-        if not (instrumented or proton.launches_wanted()):
+        """Runs the grid: profiled when the kernel has proton scopes or a profiling session listens
+        (spine/proton/), returning (plan, block, wall ns, start) for _record."""
+        plan = proton.plan_launch(kernel.state["instrumented"])
+        if plan is None:
             return self.runtime.spine_host_run_grid(kernel.state["entry"], args, grid[0], grid[1], grid[2],
                                                     default_num_threads()), None
         started, clock = time.monotonic_ns(), time.perf_counter_ns()
-        rc, block = self.profile.run_grid(kernel.state["entry"], args, grid, default_num_threads(),
-                                          instrumented or proton.programs_wanted())
-        wall = time.perf_counter_ns() - clock
-        if block is None:
-            return rc, None
-        return rc, proton_buffers.launch_of(kernel.name, grid, self.target_label, self.profile.counter(), block,
-                                            wall, started)
+        rc, block = self.profile.run_grid(kernel.state["entry"], args, grid, default_num_threads(), plan.programs)
+        return rc, (plan, block, time.perf_counter_ns() - clock, started)
+
+    def _record(self, kernel: LoadedKernel, grid, plan, block, wall: int, started: int) -> None:
+        if plan.deliver and block is not None:
+            launch = proton_buffers.launch_of(kernel.name, grid, self.target_label, self.profile.counter(), block,
+                                              wall, started)
+            proton.record_launch(launch, plan)

@@ -280,22 +280,24 @@ class QemuExecutor:
                 raise DeviceAssertionError(f"kernel '{kernel.name}': {failure}") from None
             self._copy_back(server, spans)
         if launch is not None:
-            proton.record_launch(launch)
+            proton.record_launch(*launch)
 
     def _request_run(self, kernel: LoadedKernel, server: QemuServer, payload: bytes, grid):
-        """Runs the grid in the guest: profiled, with its record returned, when the kernel has proton
-        scopes or a profiling session listens (spine/proton/)."""
-        instrumented = kernel.state["instrumented"]
-        if not (instrumented or proton.launches_wanted()):
+        """Runs the grid in the guest: profiled when the kernel has proton scopes or a profiling session
+        listens (spine/proton/), returning (its Launch, plan) when someone takes it."""
+        plan = proton.plan_launch(kernel.state["instrumented"])
+        if plan is None:
             server.request(CMD_RUN, payload, timeout=kernel_timeout())
             return None
-        record_programs = instrumented or proton.programs_wanted()
         started, clock = time.monotonic_ns(), time.perf_counter_ns()
-        body = server.request(CMD_RUN_PROFILED, struct.pack("<I", record_programs) + payload,
+        body = server.request(CMD_RUN_PROFILED, struct.pack("<I", plan.programs) + payload,
                               timeout=kernel_timeout())
         wall = time.perf_counter_ns() - clock
-        return proton_buffers.launch_of(kernel.name, grid, self.TARGET_LABEL, self.counter(server),
-                                        proton_buffers.parse_block(body), wall, started)
+        if not plan.deliver:
+            return None
+        launch = proton_buffers.launch_of(kernel.name, grid, self.TARGET_LABEL, self.counter(server), body, wall,
+                                          started)
+        return launch, plan
 
     @staticmethod
     def _copy_back(server: QemuServer, spans) -> None:

@@ -35,14 +35,15 @@ def parse_block(data: bytes) -> Block:
         _HEADER.unpack_from(data, 0)
     if magic != MAGIC or version != VERSION:
         raise RuntimeError(f"profile block has magic {magic:#x} version {version}; expected {MAGIC:#x} {VERSION}")
-    records = np.frombuffer(data, dtype=RECORD, count=count, offset=_HEADER.size).copy()
+    records = np.frombuffer(data, dtype=RECORD, count=count, offset=_HEADER.size)  # read-only, over `data`
     at = _HEADER.size + count * RECORD.itemsize
     names = tuple(data[at:at + names_bytes].decode(errors="replace").split("\0")[:n_names])
     return Block(records, names, threads, start, end, dropped, unmatched)
 
 
-def launch_of(kernel: str, grid, target: str, counter: Counter, block: Block, wall_ns: int,
+def launch_of(kernel: str, grid, target: str, counter: Counter, data: bytes, wall_ns: int,
               started_ns: int) -> Launch:
+    block = parse_block(data)
     return Launch(kernel, tuple(grid), target, counter, block.start, block.end, block.threads, wall_ns, started_ns,
                   records=block.records, names=block.names, dropped=block.dropped, unmatched=block.unmatched)
 
@@ -84,13 +85,14 @@ class NativeBuffers:
                                     monotonic.value, platform.machine())
         return self._counter
 
-    def run_grid(self, entry: int, args, grid, threads: int, record_programs: bool) -> tuple[int, Block | None]:
+    def run_grid(self, entry: int, args, grid, threads: int, record_programs: bool) -> tuple[int, bytes | None]:
+        """Runs the grid profiled; returns its status and the block's bytes (parse_block reads them)."""
         block, size = ctypes.c_void_p(), ctypes.c_uint64()
         rc = self.runtime.spine_profile_run_grid(entry, args, grid[0], grid[1], grid[2], threads,
                                                  int(record_programs), ctypes.byref(block), ctypes.byref(size))
         if not block.value:
             return rc, None
         try:
-            return rc, parse_block(ctypes.string_at(block.value, size.value))
+            return rc, ctypes.string_at(block.value, size.value)
         finally:
             self.runtime.spine_profile_free(block)

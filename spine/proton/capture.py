@@ -19,7 +19,7 @@ def capture_session() -> Session:
     global _session
     with _lock:
         if _session is None:
-            _session = register(Session("kernel capture", wanted=switches.KERNEL_CAPTURE.get))
+            _session = register(Session("kernel capture", capture=True))
             atexit.register(_write_at_exit)
         return _session
 

@@ -104,6 +104,12 @@ class Launch:
     def duration_ns(self) -> float:
         return float(self.counter.ns(self.end - self.start))
 
+    def durations_ns(self) -> np.ndarray:
+        """Each record's duration in nanoseconds (records are in ticks)."""
+        r = self.records
+        ticks = r["end"].astype(np.int64) - r["start"].astype(np.int64)
+        return self.counter.ns(np.maximum(ticks, 0).astype(np.float64))
+
     def intervals(self) -> list[Interval]:
         r = self.records
         return [Interval(self.names[int(n)], (int(p[0]), int(p[1]), int(p[2])), int(t), int(s), int(e), int(d))

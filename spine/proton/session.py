@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .. import switches
 from .records import HostSpan, Launch
@@ -26,7 +25,7 @@ class Session:
     name: str
     active: bool = False                 # listening to every launch and host scope
     keep_scoped: bool = False            # also keep launches that carry kernel scopes while not active
-    wanted: Callable[[], bool] | None = None   # listening whenever this says so (capture)
+    capture: bool = False                # listening whenever PROTON_KERNEL_CAPTURE is set
     launches: list = field(default_factory=list)
     host_spans: list = field(default_factory=list)
     host_metrics: dict = field(default_factory=dict)  # host scope path → metrics added to it
@@ -35,14 +34,14 @@ class Session:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def listening(self) -> bool:
-        return self.active or (self.wanted is not None and self.wanted())
+        return self.active or (self.capture and switches.KERNEL_CAPTURE.get())
 
-    def takes(self, launch: Launch) -> bool:
-        return self.listening() or (self.keep_scoped and len(launch.records) > 0)
+    def takes(self, launch: Launch, plan: "LaunchPlan") -> bool:
+        return self.active or (self.capture and plan.capture) or (self.keep_scoped and len(launch.records) > 0)
 
     def add(self, launch: Launch) -> None:
         with self.lock:
-            if not self.listening() and self.records + len(launch.records) > PASSIVE_RECORD_LIMIT:
+            if not self.active and not self.capture and self.records + len(launch.records) > PASSIVE_RECORD_LIMIT:
                 self.dropped_launches += 1
                 return
             self.launches.append(launch)
@@ -80,28 +79,39 @@ def disabled() -> bool:
     return switches.DISABLE_PROTON.get()
 
 
-def launches_wanted() -> bool:
-    """Whether launches should run profiled, for someone to read: read once per launch, so cheap."""
+@dataclass(frozen=True)
+class LaunchPlan:
+    """How one launch is profiled, decided once before it runs (each switch read costs an environment
+    lookup, and every launch asks)."""
+    deliver: bool     # hand the launch to listeners (False under TRITON_DISABLE_PROTON: records dropped)
+    programs: bool    # record every program instance (kernels with scopes, or PROTON_VERBOSE)
+    capture: bool     # PROTON_KERNEL_CAPTURE is set
+
+
+_DRAIN_ONLY = LaunchPlan(deliver=False, programs=True, capture=False)
+
+
+def plan_launch(instrumented: bool) -> LaunchPlan | None:
+    """None: run the launch plain. A kernel with scopes always runs profiled, listened to or not, so its
+    records are taken out of the runtime's buffers."""
+    capture = switches.KERNEL_CAPTURE.get()
+    if not (instrumented or capture or any(s.active for s in _sessions)):
+        return None  # the common case: one switch read
     if disabled():
-        return False
-    return switches.KERNEL_CAPTURE.get() or any(s.active for s in _sessions)
+        return _DRAIN_ONLY if instrumented else None
+    return LaunchPlan(True, instrumented or switches.PROTON_VERBOSE.get(), capture)
 
 
-def programs_wanted() -> bool:
-    """Whether every program instance gets a record even in kernels without scopes (PROTON_VERBOSE)."""
-    return switches.PROTON_VERBOSE.get()
-
-
-def record_launch(launch: Launch) -> None:
-    if disabled():
+def record_launch(launch: Launch, plan: LaunchPlan) -> None:
+    if not plan.deliver:
         return
-    if switches.KERNEL_CAPTURE.get():
+    if plan.capture:
         from .capture import capture_session
         capture_session()
     launch.host_scopes = host_scope_path()
     launch.host_thread = threading.get_ident()
     for session in list(_sessions):
-        if session.takes(launch):
+        if session.takes(launch, plan):
             session.add(launch)
 
 

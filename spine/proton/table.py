@@ -5,8 +5,6 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 
-import numpy as np
-
 from .. import switches
 from .session import Session
 from .tree import HOST, KERNEL, build_tree, counters_of
@@ -65,7 +63,7 @@ def _thread_rows(session: Session) -> list[str]:
         r = launch.records
         if not len(r):
             continue
-        ns = launch.counter.ns((r["end"] - r["start"]).astype(np.float64))
+        ns = launch.durations_ns()
         for thread, name, duration in zip(r["thread"].tolist(), r["name"].tolist(), ns.tolist()):
             cell = per[(launch.label, launch.target)][(thread, launch.names[name] or "(programs)")]
             cell[0] += 1

@@ -58,7 +58,7 @@ def _add_launch(root: Node, launch: Launch, kernel_name: str) -> None:
     records = launch.records
     if not len(records):
         return
-    durations = launch.counter.ns((records["end"] - records["start"]).astype("float64"))
+    durations = launch.durations_ns()
     is_program = records["name"] == 0
     kernel.programs += int(is_program.sum())
     kernel.thread_time_ns += float(durations[is_program].sum())

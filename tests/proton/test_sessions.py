@@ -80,7 +80,7 @@ def test_a_finalized_session_stops_listening(target, tmp_path):
     from spine.proton import session as sessions
     proton.start(str(tmp_path / "a"), backend="cpu")
     proton.finalize()
-    assert not sessions.launches_wanted()
+    assert sessions.plan_launch(instrumented=False) is None
 
 
 def test_spine_triton_profiler_api(target, tmp_path):
@@ -115,3 +115,20 @@ def test_dump_prints_a_table_without_an_output(target, instrumentation, capsys):
     assert "counter: " in out and ("GHz" in out or "MHz" in out)
     for scope in ("outer", "load", "compute", "store"):
         assert scope in out
+
+
+def test_the_proton_command_line_profiles_a_script(tmp_path):
+    import os
+    import subprocess
+    import sys
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = tmp_path / "script.py"
+    script.write_text("import torch\nfrom tests.proton.kernels import plain_kernel\n"
+                      "x = torch.rand(1000); out = torch.empty(1000)\n"
+                      "plain_kernel[(8,)](x, out, 1000, BLOCK=128)\n")
+    env = dict(os.environ, SPINE_TARGET="host", PYTHONPATH=repo)
+    proc = subprocess.run([sys.executable, "-m", "triton.profiler.proton", "-n", str(tmp_path / "cli"), str(script)],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    literal, _ = _tree(tmp_path / "cli.hatchet")
+    assert _children(literal[0])["plain_kernel"]["metrics"]["count"] == 1
