@@ -34,7 +34,8 @@ def _kind(op, element_type: ir.Type):
 
 def _elementwise(conv, op, ptr, mask_operand, update):
     """Run `update(base, index, lane_ivs) -> old value` for every unmasked lane; gather the old values."""
-    conv.written_args.add(conv.argument_of[ptr.base])
+    if ptr.base in conv.argument_of:   # not an smt scratch buffer (smt_scratch.py)
+        conv.written_args.add(conv.argument_of[ptr.base])
     if not ptr.shape:
         def scalar():
             offset = im.as_value(ptr.offset)

@@ -66,7 +66,7 @@ def bind_extents(conv, kinds, names, extent_arguments) -> None:
 def guard_window(conv, op, ptr, window: Optional[Window], access: str) -> Optional[Window]:
     """The window of a structured tile access that may proceed: `window` itself when every element in it
     lies inside the argument, an empty one (after reporting) when any does not."""
-    if conv.bounds is None:
+    if conv.bounds is None or ptr.base not in conv.argument_of:   # smt scratch buffers are not arguments
         return window
     if window is None:
         window = Window(tuple(0 for _ in ptr.shape), tuple(ptr.shape))
@@ -114,7 +114,7 @@ def _less(a, b) -> ir.Value:
 
 def guard_element(conv, op, base: ir.Value, offset, access: str, body: Callable[[], None]) -> None:
     """body() (which accesses the element at `offset` of `base`) only when that element is inside."""
-    if conv.bounds is None:
+    if conv.bounds is None or base not in conv.argument_of:
         body()
         return
     branch = scf.IfOp(_inside(conv, base, offset), has_else=True)
@@ -129,7 +129,7 @@ def guard_element(conv, op, base: ir.Value, offset, access: str, body: Callable[
 def guard_value(conv, op, base: ir.Value, offset, access: str, element_type: ir.Type,
                 produce: Callable[[], ir.Value]) -> ir.Value:
     """produce() when the element at `offset` is inside, else zero (after reporting)."""
-    if conv.bounds is None:
+    if conv.bounds is None or base not in conv.argument_of:
         return produce()
     branch = scf.IfOp(_inside(conv, base, offset), [element_type], has_else=True)
     with ir.InsertionPoint(branch.then_block):

@@ -28,7 +28,8 @@ def convert_store(conv, op):
         ptr, mask = as_pointer_and_mask(ptr, boundary_check(op))
     if not isinstance(ptr, (st.PointerState, st.GatherPointer)):
         raise conv.unsupported(op, "store through a pointer of unknown origin")
-    conv.written_args.add(conv.argument_of[ptr.base])
+    if ptr.base in conv.argument_of:   # not an smt scratch buffer (smt_scratch.py)
+        conv.written_args.add(conv.argument_of[ptr.base])
     value = conv.concrete(parts["value"])
     if isinstance(ptr, st.PointerState) and not ptr.shape:
         _scalar_store(conv, op, ptr, value, parts["mask"])
