@@ -64,3 +64,13 @@ cbrt = _unary("cbrtf", "cbrt")
 fabs = _unary("fabsf", "fabs")
 pow = _binary("powf", "pow")
 atan2 = _binary("atan2f", "atan2")
+
+
+@core.extern
+def silu(arg0, _semantic=None):
+    """x * sigmoid(x) = x / (1 + exp(-x)); fp16/bf16 are computed in fp32 (spine-triton has silu here)."""
+    x = _semantic.to_tensor(arg0)
+    if x.dtype in (core.float16, core.bfloat16):
+        return silu(x.to(core.float32, _semantic=_semantic), _semantic=_semantic).to(x.dtype, _semantic=_semantic)
+    denominator = _semantic.add(exp(_semantic.minus(x), _semantic=_semantic), 1.0, True)
+    return _semantic.truediv(x, denominator)
