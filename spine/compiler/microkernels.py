@@ -1,0 +1,74 @@
+"""Which register-blocked micro-kernel `smt.dot` uses on which target, and the instruction set of each.
+
+Every micro-kernel below is the same outer-product scheme at a different vector width: an accumulator
+tile of `rows` x `vectors` vector registers stays in registers over the whole reduction; each step loads
+`vectors` vectors of B and `rows` scalars of A and issues rows * vectors vector FMAs (see
+to_linalg/smt_microkernel.py, which emits it in MLIR's vector dialect). What differs per target is only
+what fits the register file:
+
+    rvv          RVV 1.0, LMUL 1, vector length known at run time (VLEN 128 ... 1024): 6 x 4 of the 32
+                 vector registers hold accumulators, one LMUL-4 group holds B (loaded with one whole-register
+                 load), A scalars come from f-registers (vfmacc.vf)
+    avx512       AVX-512F: 14 x 2 of the 32 zmm registers hold accumulators (A broadcast from memory)
+    avx2         AVX2 + FMA: 6 x 2 of the 16 ymm registers
+    sse          x86-64 without AVX: 4 x 2 xmm registers (multiply and add)
+    portable     no vector unit known (e.g. riscv64 without V): 4 x 2 four-lane vectors LLVM lowers to
+                 scalar code
+
+A matrix-instruction micro-kernel (a K1 IME `vmadot`, a K3 matrix unit) would be one more entry here with
+its own emitter; `choose` is the only place that maps a target to an entry.
+
+The choice is made in the kernel frontend, where triton's compile options name the target, and travels to
+the conversion as an attribute of each smt.dot call (to_linalg/smt_calls.py), so the conversion and the
+lowering need not know the target themselves.
+
+Lanes count accumulator elements of 32 bits (fp32, int32) per register, per `vscale` when scalable;
+64-bit accumulators (fp64) get half as many.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MicroKernel:
+    name: str          # what smt.dot calls record
+    isa: str           # the instructions its inner loop is made of
+    lanes: int         # 32-bit accumulator elements per vector register (per vscale unit when scalable)
+    scalable: bool     # the vector length is a run-time multiple of `lanes` (RVV)
+    rows: int          # accumulator rows (MR): A scalars loaded per reduction step
+    vectors: int       # accumulator vectors per row (NV): B vectors loaded per reduction step
+    fma: bool = True   # fused multiply-add instructions exist (else multiply, then add)
+    unroll: int = 4    # reduction steps per loop iteration
+
+
+MICROKERNELS = {mk.name: mk for mk in (
+    MicroKernel("rvv", "RVV 1.0 vfmacc.vf, LMUL 1 (vector length agnostic)", 2, True, 6, 4),
+    MicroKernel("avx512", "AVX-512F vfmadd231ps, 512-bit", 16, False, 14, 2),
+    MicroKernel("avx2", "AVX2 + FMA vfmadd231ps, 256-bit", 8, False, 6, 2),
+    MicroKernel("sse", "SSE2 mulps + addps, 128-bit", 4, False, 4, 2, fma=False),
+    MicroKernel("portable", "no vector unit: four-lane vectors LLVM splits into scalars", 4, False, 4, 2),
+)}
+
+
+def _enabled(features: str) -> set:
+    return {f[1:] for f in features.split(",") if f.startswith("+")}
+
+
+def choose(triple: str, cpu: str, features: str) -> MicroKernel:
+    """The micro-kernel for code built for `triple`, `cpu` with LLVM `features` (an empty feature string
+    means the CPU's own features)."""
+    enabled = _enabled(features)
+    if triple.startswith("riscv64"):
+        return MICROKERNELS["rvv" if "v" in enabled else "portable"]
+    if triple.startswith(("x86_64", "i686")):
+        if not features:
+            from ..targets import generic_cpu
+            level = generic_cpu(triple, cpu, features)
+            return MICROKERNELS[{"x86-64-v4": "avx512", "x86-64-v3": "avx2"}.get(level, "sse")]
+        if "avx512f" in enabled:
+            return MICROKERNELS["avx512"]
+        if {"avx2", "fma"} <= enabled:
+            return MICROKERNELS["avx2"]
+        return MICROKERNELS["sse"]
+    return MICROKERNELS["portable"]
