@@ -17,6 +17,10 @@ Where each TTIR op is handled:
     tt.print, tt.assert                                          debug_ops.py
     proton.record (profiler scopes in kernels)                   proton_record.py
     arith.*, math.*                                              arith.py
+    tt.call of the smt extension's reserved functions            smt_calls.py: views smt_views.py,
+                                                                 dot smt_dot.py (micro-kernel
+                                                                 smt_microkernel.py), alloc smt_scratch.py;
+                                                                 TTIR rewrites first: smt_rewrites.py
 The structure these handlers track (pointer, index and mask states) is in states.py.
 With debug=True, load.py, store.py and atomics.py check every access against its argument's extent
 first (bounds.py).
@@ -32,6 +36,7 @@ from ..errors import SpineCompilationError
 from . import (arith, atomics, block_pointers, control_flow, debug_ops, dot, extern, function,  # noqa: F401
                indexing, load, pointers, reduce, scan, store, tensor_ops)
 from . import proton_record  # noqa: F401
+from . import smt_calls, smt_dot, smt_rewrites, smt_scratch, smt_views  # noqa: F401
 from .bounds import BoundsCheck, extent_kinds
 from .converter import Converter, RetryWithGather
 
@@ -57,7 +62,9 @@ def new_context() -> ir.Context:
 
 
 def _kernel_function(module: ir.Module):
-    funcs = [op for op in module.body.operations if op.operation.name == "tt.func"]
+    # The smt extension's reserved functions are only called, never converted (smt_calls.py).
+    funcs = [op for op in module.body.operations
+             if op.operation.name == "tt.func" and not smt_calls.is_reserved_function(op)]
     if len(funcs) != 1:
         raise SpineCompilationError(f"expected one kernel function after inlining, found {len(funcs)} "
                                     f"(non-inlined device function calls are not supported yet)")
@@ -88,6 +95,7 @@ def convert_ttir(generic_ttir: str, direct_loads: bool = False, bounds_check: bo
     launcher passes after the kernel's own arguments (bounds.py)."""
     with new_context(), ir.Location.unknown():
         source = ir.Module.parse(generic_ttir)
+        smt_rewrites.rewrite(source)
         tt_func = _kernel_function(source)
         name = ir.StringAttr(tt_func.attributes["sym_name"]).value
         _, kinds = function.kernel_signature(tt_func)

@@ -1,0 +1,75 @@
+"""smt.dot (reserved calls `dot` and `dot_acc`, smt_calls.py) → a call of a packed-matmul function
+(smt_microkernel.py) on the operands' buffers:
+
+    %c = tt.call @"spine.language.smt.reference.dot__..."(%a, %b) {smt.microkernel = "rvv"}
+           : (tensor<4x2x8x8xf32>, tensor<2x2x8x16xf32>) -> tensor<4x2x8x16xf32>
+  becomes
+    %am  = bufferization.to_buffer %a read_only        (or the 2-D matrix %a was packed from)
+    %bm  = bufferization.to_buffer %b read_only
+    %out = memref.alloc() : memref<32x32xf32>          (C as a plain matrix)
+    func.call @spine_smt_matmul_rvv_<digest>(%am, %bm, %out)
+    %c   = pack(bufferization.to_tensor %out)          (so that an unpack of %c is %out itself)
+
+An operand that is `pack(x)` (smt_views.py) is read from x, so the transposed copy is never made; the
+product is written as a plain matrix and packed only if something needs the tiles. `dot_acc(a, b, acc)`
+(smt.dot's `acc=`, or `acc += smt.dot(a, b)` fused by smt_rewrites.py) reads acc while writing the result:
+into a plain matrix when acc was packed from one, else in acc's own packed layout (a loop-carried packed
+accumulator stays packed).
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import bufferization, func, memref
+
+from ..compiler.microkernels import MICROKERNELS
+from . import smt_microkernel as mk
+from .smt_calls import lowers
+from .smt_views import pack, packed_source
+from .types import element_type, shape_of
+
+SUM_TYPES = {"f16": "f32", "bf16": "f32", "f32": "f32", "f64": "f64", "i8": "i32"}   # as smt/matmul.py
+DEFAULT_MICROKERNEL = "portable"
+
+
+def _operand(value: ir.Value) -> tuple[ir.Value, mk.Operand]:
+    """The tensor to read an operand from (the matrix it was packed from, when it was) and its layout."""
+    source = packed_source(value)
+    value = source if source is not None else value
+    return value, mk.Operand(shape_of(value.type), str(element_type(value.type)))
+
+
+def _buffer(value: ir.Value, operand: mk.Operand) -> ir.Value:
+    return bufferization.ToBufferOp(operand.memref_type(), value, read_only=True).result
+
+
+def _microkernel(op):
+    try:
+        name = ir.StringAttr(op.attributes["smt.microkernel"]).value
+    except KeyError:
+        name = DEFAULT_MICROKERNEL
+    return MICROKERNELS[name]
+
+
+@lowers("dot", "dot_acc")
+def convert_dot(conv, op):
+    (a, a_op), (b, b_op) = _operand(conv.concrete(op.operands[0])), _operand(conv.concrete(op.operands[1]))
+    result_type = ir.RankedTensorType(op.results[0].type)
+    m1, n1, m, n = result_type.shape
+    out_element = str(result_type.element_type)
+    c_in, c_in_op = (None, None)
+    if len(op.operands) == 3:
+        c_in, c_in_op = _operand(conv.concrete(op.operands[2]))
+    out_shape = tuple(result_type.shape) if c_in_op is not None and c_in_op.packed else (m1 * m, n1 * n)
+    c_out_op = mk.Operand(out_shape, out_element)
+    spec = mk.PackedMatmul(a_op, b_op, c_out_op, c_in_op, SUM_TYPES[a_op.element], _microkernel(op))
+    if spec.name not in conv.declared:
+        mk.define(conv.module.body, spec)
+        conv.declared[spec.name] = None
+    out = memref.AllocOp(ir.MemRefType.get(list(out_shape), result_type.element_type), [], [],
+                         alignment=mk.ALIGNMENT).result
+    args = [_buffer(a, a_op), _buffer(b, b_op)] + ([_buffer(c_in, c_in_op)] if c_in is not None else [])
+    args.append(memref.CastOp(c_out_op.memref_type(), out).result)
+    func.CallOp([], ir.FlatSymbolRefAttr.get(spec.name), args)
+    product = bufferization.ToTensorOp(ir.RankedTensorType.get(list(out_shape), result_type.element_type), out,
+                                       restrict=True, writable=True).result
+    conv.bind(op.results[0], product if len(out_shape) == 4 else pack(product, tuple(result_type.shape)))
