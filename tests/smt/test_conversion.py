@@ -1,0 +1,124 @@
+"""How smt reaches TTIR and what the conversion makes of it: reserved calls only for smt, the TTIR rewrites,
+the packed matmul function, the micro-kernel each target gets."""
+import pytest
+import triton
+import triton.language as tl
+import triton.language.extra.smt as smt
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from spine.compiler.microkernels import MICROKERNELS, choose
+from spine.errors import SpineCompilationError
+from spine.language.smt.reference import RESERVED_PREFIX
+from spine.to_linalg import smt_calls
+from tests.to_linalg.test_golden import filecheck, without_locations
+
+
+def compiled(kernel, signature, constants, arch="host"):
+    return triton.compile(ASTSource(kernel, signature, constants), target=GPUTarget("cpu", arch, 1))
+
+
+@triton.jit
+def split_k_kernel(a_ptr, b_ptr, c_ptr, K, BK: tl.constexpr):
+    a_blocks = tl.make_block_ptr(a_ptr, shape=[32, K], strides=[K, 1], offsets=[0, 0], block_shape=[32, BK],
+                                 order=[1, 0])
+    b_blocks = tl.make_block_ptr(b_ptr, shape=[K, 32], strides=[32, 1], offsets=[0, 0], block_shape=[BK, 32],
+                                 order=[1, 0])
+    acc = smt.view(tl.zeros((32, 32), dtype=tl.float32), (0, 0), (32, 32), (8, 16))
+    for k in range(0, tl.cdiv(K, 16)):
+        a = smt.view(smt.descriptor_load(a_blocks, (0, 0)), (0, k * 16), (32, 16), (8, 8))
+        b = smt.view(smt.descriptor_load(b_blocks, (0, 0)), (k * 16, 0), (16, 32), (8, 16))
+        acc += smt.dot(a, b)
+    c = smt.view(acc, (0, 0), (32, 32), (1, 1))
+    tl.store(c_ptr + tl.arange(0, 32)[:, None] * 32 + tl.arange(0, 32)[None, :], c)
+
+
+SPLIT_K_SIGNATURE = {"a_ptr": "*fp32", "b_ptr": "*fp32", "c_ptr": "*fp32", "K": "i32", "BK": "constexpr"}
+
+
+def test_smt_reaches_ttir_as_reserved_calls(fresh_cache):
+    ttir = str(compiled(split_k_kernel, SPLIT_K_SIGNATURE, {(4,): 64}).asm["ttir"])
+    # (printed in generic or custom form, depending on what the process printed before)
+    assert f'@"{RESERVED_PREFIX}reference.dot__' in ttir and "tt.call" in ttir
+    assert 'smt.microkernel = "' in ttir
+    assert f'@"{RESERVED_PREFIX}reference.pack__' in ttir and "noinline = true" in ttir
+
+
+def test_conversion_of_a_split_k_loop(fresh_cache):
+    """The view of each loaded block loads only the view, `acc += smt.dot` is one accumulating matmul call
+    inside the loop, operands packed from matrices are read from those matrices."""
+    text = without_locations(compiled(split_k_kernel, SPLIT_K_SIGNATURE, {(4,): 64}).asm["linalg"])
+    filecheck(text, """
+CHECK: func.func private @spine_smt_matmul_{{[a-z0-9]+}}_{{[0-9a-f]+}}(%{{.*}}: memref<32x16xf32, strided<[?, ?], offset: ?>>, %{{.*}}: memref<16x32xf32, strided<[?, ?], offset: ?>>, %{{.*}}: memref<4x2x8x16xf32, strided<[?, ?, ?, ?], offset: ?>>, %{{.*}}: memref<4x2x8x16xf32, strided<[?, ?, ?, ?], offset: ?>>)
+CHECK: vector.fma
+CHECK: func.func @split_k_kernel
+CHECK: scf.for
+CHECK-NOT: memref<32x64xf32>
+CHECK: func.call @spine_smt_matmul_
+CHECK-NOT: func.call
+CHECK: scf.yield
+""")
+
+
+def test_reserved_names():
+    assert smt_calls.RESERVED_PREFIX == RESERVED_PREFIX
+    assert smt_calls.reserved_kind(RESERVED_PREFIX + "reference.pack__fp32S32_16S__(1,)cconstexpr_8_") == "pack"
+    assert smt_calls.reserved_kind(RESERVED_PREFIX + "reference.dot_acc") == "dot_acc"
+    assert smt_calls.reserved_kind("spine.language.smtx.pack") is None
+    assert smt_calls.reserved_kind("__main__.pack__fp32S32_16S_") is None
+
+
+@triton.jit(noinline=True)
+def helper(x):
+    return x * 2
+
+
+@triton.jit
+def ordinary_call_kernel(x_ptr):
+    tl.store(x_ptr, helper(tl.load(x_ptr)))
+
+
+def test_other_calls_still_fail_clearly(fresh_cache):
+    with pytest.raises(SpineCompilationError, match="non-inlined device function calls are not supported"):
+        compiled(ordinary_call_kernel, {"x_ptr": "*fp32"}, {})
+
+
+@triton.jit
+def ordinary_pack_kernel(x_ptr):
+    """Packing written in plain Triton is plain Triton: no smt lowering."""
+    offs = tl.arange(0, 8)[:, None] * 8 + tl.arange(0, 8)[None, :]
+    x = tl.permute(tl.reshape(tl.load(x_ptr + offs), (2, 4, 4, 2)), (0, 2, 1, 3))
+    tl.store(x_ptr + offs, tl.reshape(x, (8, 8)))
+
+
+def test_ordinary_code_is_not_smt(fresh_cache):
+    text = compiled(ordinary_pack_kernel, {"x_ptr": "*fp32"}, {}).asm["linalg"]
+    assert "spine_smt" not in text and "func.call" not in text
+
+
+@pytest.mark.parametrize("triple,cpu,features,name", [
+    ("riscv64-unknown-linux-gnu", "generic-rv64", "+64bit,+m,+a,+f,+d,+c,+v,+zfh,+zvfh", "rvv"),
+    ("riscv64-unknown-linux-gnu", "generic-rv64", "+64bit,+m,+a,+f,+d,+c", "portable"),
+    ("x86_64-unknown-linux-gnu", "znver4", "", "avx512"),
+    ("x86_64-unknown-linux-gnu", "znver3", "", "avx2"),
+    ("x86_64-unknown-linux-gnu", "x86-64-v2", "", "sse"),
+    ("x86_64-unknown-linux-gnu", "x86-64", "+avx2,+fma,-avx512f", "avx2"),
+    ("x86_64-unknown-linux-gnu", "x86-64", "+avx512f,+avx512bw", "avx512"),
+])
+def test_microkernel_choice(triple, cpu, features, name):
+    assert choose(triple, cpu, features).name == name
+
+
+def test_register_blocks_fit():
+    """Every micro-kernel's accumulators and B vectors fit the register file it was sized for, and panel
+    widths are powers of two (the packing copies runs that must not cross a panel's edge)."""
+    registers = {"rvv": 32, "avx512": 32, "avx2": 16, "sse": 16, "portable": 32}
+    for kernel in MICROKERNELS.values():
+        assert kernel.rows * kernel.vectors + kernel.vectors <= registers[kernel.name], kernel.name
+        width = kernel.lanes * kernel.vectors
+        assert width & (width - 1) == 0, kernel.name
+
+
+def test_riscv_kernels_use_the_rvv_microkernel(fresh_cache):
+    ttir = str(compiled(split_k_kernel, SPLIT_K_SIGNATURE, {(4,): 64}, arch="riscv64").asm["ttir"])
+    assert 'smt.microkernel = "rvv"' in ttir
