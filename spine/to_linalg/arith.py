@@ -32,7 +32,7 @@ def _symbolic_result(conv, op):
         if name == "arith.muli":
             return st.mul_index(a, args[1])
         if name in _CASTS and not is_bool(op.results[0].type):
-            return replace(a, element_type=element_type(op.results[0].type))
+            return replace(a, element_type=element_type(op.results[0].type), exact_value=None)
         if name == "arith.cmpi":
             pred = _PREDICATES[ir.IntegerAttr(op.attributes["predicate"]).value]
             return st.compare_to_mask(pred, a, args[1])
@@ -49,7 +49,30 @@ def _all_uniform(states) -> bool:
 def _scalar_of(state) -> ir.Value:
     if isinstance(state, st.SplatValue):
         return state.scalar
+    if state.exact_value is not None:
+        from mlir.dialects import tensor
+        return tensor.ExtractOp(state.exact_value(), [im.const(0)] * len(state.shape)).result
     return im.to_integer(state.offset, state.element_type)
+
+
+_FOLDS = {"arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b, "arith.muli": lambda a, b: a * b}
+
+
+def _wrapped(value: int, ty: ir.Type) -> int:
+    """`value` as the (signed) value of integer type `ty` it wraps to."""
+    if not isinstance(ty, ir.IntegerType):
+        return value
+    half = 1 << (ty.width - 1)
+    return (value + half) % (2 * half) - half
+
+
+def _static_fold(op, states, shape):
+    """Splats of compile-time integers combine at compile time, wrapping in their type."""
+    fold = _FOLDS.get(op.operation.name)
+    if fold is None or not all(isinstance(s, st.AffineIndex) and isinstance(s.offset, int) for s in states):
+        return None
+    ty = element_type(op.results[0].type)
+    return st.AffineIndex(shape, _wrapped(fold(states[0].offset, states[1].offset), ty), (0,) * len(shape), ty)
 
 
 def _uniform_result(conv, op):
@@ -58,6 +81,9 @@ def _uniform_result(conv, op):
     if not _all_uniform(states) or len(op.results) != 1:
         return None
     shape = shape_of(op.results[0].type)
+    folded = _static_fold(op, states, shape)
+    if folded is not None:
+        return folded
     scalars = [_scalar_of(s) for s in states]
     scalar_op = ir.Operation.create(op.operation.name, results=[element_type(op.results[0].type)],
                                     operands=scalars, attributes=_inherent_attributes(op))
@@ -84,13 +110,27 @@ def _inherent_attributes(op) -> dict:
 
 @handles_dialects("arith.", "math.")
 def convert_elementwise(conv, op):
-    state = _symbolic_result(conv, op)
-    if state is None and isinstance(op.results[0].type if len(op.results) else None, ir.RankedTensorType):
-        state = _uniform_result(conv, op)
+    state = None
+    if isinstance(op.results[0].type if len(op.results) else None, ir.RankedTensorType):
+        state = _uniform_result(conv, op)            # splats: the op itself, in the TTIR type
+    if state is None:
+        state = _symbolic_result(conv, op)
+        if isinstance(state, (st.AffineIndex, st.MaskState)):
+            # Index arithmetic does not wrap like the TTIR integer type; as data, recompute the op.
+            state = replace(state, exact_value=lambda: _recomputed(conv, op))
     if state is not None:
         conv.bind(op.results[0], state)
         return
     conv.clone(op)
+
+
+def _recomputed(conv, op) -> ir.Value:
+    """The op cloned on concrete operands at the insertion point: its result exactly as TTIR defines it."""
+    operands = [conv.concrete(v) for v in op.operands]
+    new = op.operation.clone()
+    for i, v in enumerate(operands):
+        new.operands[i] = v
+    return new.results[0]
 
 
 @handles("tt.mulhiui")

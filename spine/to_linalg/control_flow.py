@@ -54,7 +54,9 @@ class Carried:
 
     def rebuild(self, values: list):
         if self.kind == "offset":
-            return replace(self.template, offset=values[0])
+            state = replace(self.template, offset=values[0])
+            # the template's recipe computes the value entering the loop, not this one
+            return replace(state, exact_value=None) if isinstance(state, st.AffineIndex) else state
         if self.kind == "offsets":
             return replace(self.template, offsets=tuple(values))
         if self.kind == "gather":

@@ -43,6 +43,8 @@ def concrete(state) -> ir.Value:
     """The MLIR value for a state (pointers excluded: they never become plain values)."""
     if isinstance(state, ir.Value):
         return state
+    if getattr(state, "exact_value", None) is not None:
+        return state.exact_value()
     if isinstance(state, AffineIndex):
         if not state.shape:
             return im.to_integer(state.offset, state.element_type)

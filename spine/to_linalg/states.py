@@ -14,11 +14,17 @@ immutable states record the recognised structure:
 
 The combinators are pure: they return a new state, or None when the structure is lost, in which case the
 converter materialises concrete tensors (materialize.py) and falls back to the general path.
+
+Index arithmetic on these states runs in `index` (64 bits) and assumes it does not overflow the TTIR
+integer type: an index that wraps would address outside its tensor. A value used as data must wrap as
+Triton's integers do, so arith.py gives the AffineIndex and MaskState results of arithmetic an
+`exact_value`: a recipe that recomputes the value with the TTIR op itself, used whenever the state is
+materialised. Uniform (splat) values are computed in their own type from the start.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Optional, Tuple
+from dataclasses import dataclass, field, replace
+from typing import Callable, Optional, Tuple
 
 from mlir import ir
 
@@ -32,6 +38,8 @@ class AffineIndex:
     offset: Index
     strides: Tuple[Index, ...]
     element_type: ir.Type            # the integer type of the TTIR value
+    # recomputes the TTIR value (wrapping like it) where index arithmetic might not; see above
+    exact_value: Optional[Callable[[], ir.Value]] = field(default=None, compare=False)
 
     @property
     def is_uniform(self) -> bool:
@@ -71,6 +79,7 @@ class GatherPointer:
 class MaskState:
     shape: Tuple[int, ...]
     bounds: Tuple[Tuple[Index, Index], ...]   # per dim, [lo, hi) before clamping to [0, size)
+    exact_value: Optional[Callable[[], ir.Value]] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -93,12 +102,15 @@ State = object  # one of the dataclasses above, or a plain ir.Value for a concre
 # ----------------------------------------------------------------------------------------------- shape ops
 
 def expand_dims(state, axis: int):
+    """(Recipes of exact values do not follow; tensor_ops.py reshapes them.)"""
     if isinstance(state, AffineIndex):
-        return replace(state, shape=_insert(state.shape, axis, 1), strides=_insert(state.strides, axis, 0))
+        return replace(state, shape=_insert(state.shape, axis, 1), strides=_insert(state.strides, axis, 0),
+                       exact_value=None)
     if isinstance(state, PointerState):
         return replace(state, shape=_insert(state.shape, axis, 1), strides=_insert(state.strides, axis, 0))
     if isinstance(state, MaskState):
-        return replace(state, shape=_insert(state.shape, axis, 1), bounds=_insert(state.bounds, axis, (0, 1)))
+        return replace(state, shape=_insert(state.shape, axis, 1), bounds=_insert(state.bounds, axis, (0, 1)),
+                       exact_value=None)
     if isinstance(state, SplatValue):
         return replace(state, shape=_insert(state.shape, axis, 1))
     return None
@@ -106,9 +118,12 @@ def expand_dims(state, axis: int):
 
 def broadcast(state, shape: Tuple[int, ...]):
     """Broadcast size-1 dims to `shape`; a size-1 dim's stride no longer matters and becomes 0."""
-    if isinstance(state, (AffineIndex, PointerState)):
+    if isinstance(state, PointerState):
         strides = tuple(s if old == new else 0 for s, old, new in zip(state.strides, state.shape, shape))
         return replace(state, shape=tuple(shape), strides=strides)
+    if isinstance(state, AffineIndex):
+        strides = tuple(s if old == new else 0 for s, old, new in zip(state.strides, state.shape, shape))
+        return replace(state, shape=tuple(shape), strides=strides, exact_value=None)
     if isinstance(state, MaskState):
         bounds = []
         for (lo, hi), old, new in zip(state.bounds, state.shape, shape):
@@ -143,12 +158,12 @@ def _insert(items: tuple, axis: int, value) -> tuple:
 
 def add_index(a: AffineIndex, b: AffineIndex) -> AffineIndex:
     return replace(a, offset=im.add(a.offset, b.offset),
-                   strides=tuple(im.add(x, y) for x, y in zip(a.strides, b.strides)))
+                   strides=tuple(im.add(x, y) for x, y in zip(a.strides, b.strides)), exact_value=None)
 
 
 def sub_index(a: AffineIndex, b: AffineIndex) -> AffineIndex:
     return replace(a, offset=im.sub(a.offset, b.offset),
-                   strides=tuple(im.sub(x, y) for x, y in zip(a.strides, b.strides)))
+                   strides=tuple(im.sub(x, y) for x, y in zip(a.strides, b.strides)), exact_value=None)
 
 
 def mul_index(a: AffineIndex, b: AffineIndex) -> Optional[AffineIndex]:
@@ -158,7 +173,8 @@ def mul_index(a: AffineIndex, b: AffineIndex) -> Optional[AffineIndex]:
     if not b.is_uniform:
         return None
     k = b.offset
-    return replace(a, offset=im.mul(a.offset, k), strides=tuple(im.mul(s, k) for s in a.strides))
+    return replace(a, offset=im.mul(a.offset, k), strides=tuple(im.mul(s, k) for s in a.strides),
+                   exact_value=None)
 
 
 def offset_pointer(ptr: PointerState, index: AffineIndex) -> PointerState:

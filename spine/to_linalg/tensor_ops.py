@@ -7,6 +7,8 @@ Shape ops move boolean tensors as their i8 bytes (BoolBytes): an i1 result with 
 bufferized into an i1 buffer, which MLIR's LLVM lowering cannot store to."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
@@ -62,6 +64,10 @@ def convert_expand_dims(conv, op):
     axis = ir.IntegerAttr(op.attributes["axis"]).value
     source = conv.state(op.operands[0])
     expanded = st.expand_dims(source, axis)
+    recipe = getattr(source, "exact_value", None)
+    if expanded is not None and recipe is not None:
+        shape = shape_of(op.results[0].type)
+        expanded = replace(expanded, exact_value=lambda: _expand_shape(recipe(), axis, shape))
     if expanded is None:
         if isinstance(source, st.GatherPointer):
             offsets = _expand_shape(source.offsets, axis, shape_of(op.results[0].type))
@@ -93,6 +99,9 @@ def convert_broadcast(conv, op):
     shape = shape_of(op.results[0].type)
     source = conv.state(op.operands[0])
     result = st.broadcast(source, shape)
+    recipe = getattr(source, "exact_value", None)
+    if result is not None and recipe is not None:
+        result = replace(result, exact_value=lambda: broadcast_tensor(recipe(), shape))
     if result is None:
         if isinstance(source, st.GatherPointer):
             result = st.GatherPointer(source.base, source.element_type, shape,

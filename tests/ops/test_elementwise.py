@@ -190,3 +190,26 @@ def test_integers_to_bfloat16_round_once(target, dtype):
     out = torch.empty(200, dtype=torch.bfloat16)
     unary_kernel[(1,)](x, out, 200, OP="cast", BLOCK=256)
     assert torch.equal(out.double(), torch.from_numpy(ints_to_float(x.numpy(), BF16)))
+
+
+@triton.jit
+def wrapping_index_kernel(out_ptr, neg_ptr, k, BLOCK: tl.constexpr):
+    # int32 index arithmetic that wraps, then widened and compared as data
+    offs = tl.arange(0, BLOCK)
+    x = offs + k                           # k near INT32_MAX: the upper lanes wrap
+    y = offs - (-2147483648)               # wraps for every lane
+    tl.store(out_ptr + offs, x.to(tl.int64))
+    tl.store(out_ptr + BLOCK + offs, (y.to(tl.int64) * 3) & (x.to(tl.int64) | 1))
+    tl.store(neg_ptr + offs, x < 0)
+
+
+def test_int32_index_arithmetic_wraps_as_data(target):
+    k = 2 ** 31 - 5
+    out, neg = torch.empty(32, dtype=torch.int64), torch.empty(16, dtype=torch.bool)
+    wrapping_index_kernel[(1,)](out, neg, k, BLOCK=16)
+    offs = torch.arange(16, dtype=torch.int64)
+    wrap = lambda v: (v + 2 ** 31) % 2 ** 32 - 2 ** 31      # noqa: E731
+    x, y = wrap(offs + k), wrap(offs + 2 ** 31)
+    assert torch.equal(out[:16], x)
+    assert torch.equal(out[16:], (y * 3) & (x | 1))
+    assert torch.equal(neg, x < 0)
