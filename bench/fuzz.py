@@ -36,7 +36,12 @@ def main() -> int:
     parser.add_argument("--depth", type=int, default=4, help="maximum expression depth")
     parser.add_argument("--save", default=None, help="directory for the kernels that did not pass")
     parser.add_argument("--replay", default=None, help="run one saved program (.pkl) and print the outcome")
+    parser.add_argument("--locate", action="store_true",
+                        help="with --replay: also find the first value that disagrees, stored on its own")
     parser.add_argument("--verbose", action="store_true", help="print each kernel's number before it runs")
+    parser.add_argument("--shrink", nargs="?", const="", default=None, metavar="TEXT",
+                        help="stop at the first kernel that is not passed or rejected (and whose source or details "
+                             "contain TEXT) and shrink it to a minimal one")
     args = parser.parse_args()
 
     os.environ["SPINE_TARGET"] = args.target
@@ -48,23 +53,31 @@ def main() -> int:
 
     triton.runtime.driver.set_active(CPUDriver(target=args.target))
     if args.replay:
-        outcome = runner.run(pickle.loads(Path(args.replay).read_bytes()))
+        program = pickle.loads(Path(args.replay).read_bytes())
+        outcome = runner.run(program)
         print(outcome.status, outcome.detail, sep="\n")
+        found = runner.first_divergence(program) if args.locate else None
+        if found:
+            print("\nfirst value that disagrees on its own:", found[1].status, found[1].detail, found[1].source,
+                  sep="\n")
         return 0
     save = Path(args.save or Path(tempfile.gettempdir()) / "spine_fuzz_findings" / args.target)
+    shrinking = args.shrink is not None
     counts = collections.Counter()
     seen: set = set()
     reasons = collections.Counter()
     started = time.time()
 
     @seed(args.seed)
-    @settings(max_examples=args.count, database=None, deadline=None, phases=[Phase.generate],
+    @settings(max_examples=args.count, database=None, deadline=None,
+              phases=[Phase.generate] + ([Phase.shrink] if shrinking else []), report_multiple_bugs=False,
               suppress_health_check=list(HealthCheck))
     @given(kernels.programs(max_depth=args.depth, small=args.target == "riscv64"))
     def one(program):
         src = kernels.source(program)
-        assume(src not in seen)                # hypothesis repeats itself; count distinct kernels only
-        seen.add(src)
+        if not shrinking:                      # hypothesis repeats itself; count distinct kernels only
+            assume(src not in seen)
+            seen.add(src)
         if args.verbose:
             print(f"kernel {counts['generated'] + 1}", flush=True)
         try:
@@ -81,10 +94,17 @@ def main() -> int:
             (save / f"{name}.py").write_text(outcome.source)
             (save / f"{name}.txt").write_text(outcome.detail)
             (save / f"{name}.pkl").write_bytes(pickle.dumps(program))
+        if shrinking and outcome.status not in ("passed", "rejected", "emulator_abort") and \
+                args.shrink in outcome.detail + outcome.source:
+            raise AssertionError(f"{outcome.status}: {outcome.detail}\n\n{outcome.source}")
         if counts["generated"] % 50 == 0:
             print(f"  {counts['generated']} kernels, {time.time() - started:.0f} s: {dict(counts)}", flush=True)
 
-    one()
+    try:
+        one()
+    except AssertionError as failure:
+        print("minimal failing kernel:", str(failure).split("Falsifying example")[0], sep="\n")
+        return 1
     counts["compiled"] = counts["passed"] + counts["mismatch"]
     elapsed = time.time() - started
     print(f"target {args.target}, seed {args.seed}, {elapsed:.0f} s")

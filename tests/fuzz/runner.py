@@ -112,7 +112,6 @@ class Buffer:
 class Run:
     """Data and reference values of one launch."""
     program: K.Program
-    rng: np.random.Generator
     env: dict = field(default_factory=dict)           # Leaf -> Ref
     args: dict = field(default_factory=dict)          # argument name -> value
     buffers: list = field(default_factory=list)       # (Buffer, copy of its torch tensor) of inputs
@@ -121,6 +120,10 @@ class Run:
     @property
     def layout(self) -> K.Layout:
         return self.program.layout
+
+    def rng(self, name: str) -> np.random.Generator:
+        """A generator per argument, so a kernel built from part of this one sees the same data."""
+        return np.random.default_rng([self.program.data_seed, int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)])
 
     def grid4(self):
         g, b = self.layout.grid, self.layout.blocks
@@ -162,7 +165,7 @@ class Run:
             rows, cols = sizes[0], sizes[1] if len(sizes) > 1 else 1
             stride = cols + (spec.pad if spec.rank == 2 else 0)      # 1-D tiles are contiguous
             tiles = max(spec.slices, 1) if spec.in_loop else 1
-            data = random_values(self.rng, spec.dtype, tiles * rows * stride).reshape(tiles, rows, stride)
+            data = random_values(self.rng(spec.arg), spec.dtype, tiles * rows * stride).reshape(tiles, rows, stride)
             refs = [[a.reshape(g0, b0, g1, b1) for a in self.padded(spec, data[t, :, :cols], (g0 * b0, g1 * b1))]
                     for t in range(tiles)]
             if spec.rank == 2:
@@ -174,13 +177,13 @@ class Run:
                 self.env[leaf] = Ref(refs[0][0], refs[0][1], spec.dtype)
         elif spec.kind in ("vec0", "vec1"):
             axis = int(spec.kind[-1])
-            data = random_values(self.rng, spec.dtype, sizes[axis])
+            data = random_values(self.rng(spec.arg), spec.dtype, sizes[axis])
             value, err = self.padded(spec, data[None, :], (1, [g0 * b0, g1 * b1][axis]))
             shape = (g0, b0, 1, 1) if axis == 0 else (1, 1, g1, b1)
             self.env[leaf] = Ref(value.reshape(shape), err.reshape(shape), spec.dtype)
         else:
             count = 1 if spec.kind == "scalar" else g0
-            data = random_values(self.rng, spec.dtype, count)
+            data = random_values(self.rng(spec.arg), spec.dtype, count)
             shape = (1, 1, 1, 1) if spec.kind == "scalar" else (g0, 1, 1, 1)
             self.env[leaf] = Ref(data.reshape(shape), np.array(0.0), spec.dtype)
         buffer = Buffer(spec.dtype, data)
@@ -293,7 +296,7 @@ def run(program: K.Program) -> Outcome:
     src = K.source(program)
     try:
         kernel = load_kernel(src)
-        r = Run(program, np.random.default_rng(program.data_seed))
+        r = Run(program)
         r.prepare()
         out = make_output(r)
         layout = program.layout
@@ -320,7 +323,7 @@ def make_output(r: Run) -> Buffer:
     if sink.kind == "store":
         count = sizes[0] * (sizes[1] if len(sizes) > 1 else 1)
         return Buffer(sink.dtype, np.broadcast_to(sentinel(sink.dtype), (count,)).copy())
-    r.initial = random_values(r.rng, sink.dtype, sink.slots)
+    r.initial = random_values(r.rng("out"), sink.dtype, sink.slots)
     if sink.dtype.is_float:
         r.initial = np.where(np.isfinite(r.initial), r.initial, 1.0)     # NaN slots would decide nothing
     return Buffer(sink.dtype, r.initial)
@@ -352,3 +355,23 @@ def check(r: Run, out: Buffer, src: str) -> Outcome:
     if problems:
         return Outcome("mismatch", "\n".join(problems), src)
     return Outcome("passed", "", src)
+
+
+# ------------------------------------------------------------------------------------------ locating
+
+def first_divergence(program: K.Program):
+    """The first node (children before parents) whose value, stored on its own, already disagrees with
+    the reference, and that outcome; or None. Values inside a loop body are skipped (they depend on the
+    iteration)."""
+    in_loops = {id(n) for loop in program.leaves_and_nodes() if isinstance(loop, T.Loop)
+                for n in T.walk(loop.body)}
+    full = (True,) * program.layout.rank
+    for node in T.walk(program.root):
+        if isinstance(node, (T.Leaf, T.Const)) or id(node) in in_loops:
+            continue
+        dt = node.dtype if node.dtype.torch is not None else D.signed_twin(node.dtype)
+        root = T.Broadcast(dt, full, x=T.cast(node, dt, bitcast=dt != node.dtype))
+        outcome = run(K.Program(program.layout, root, K.Sink("store", dt), program.data_seed))
+        if outcome.status not in ("passed", "rejected"):
+            return node, outcome
+    return None
