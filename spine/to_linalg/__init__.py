@@ -17,6 +17,7 @@ Where each TTIR op is handled:
     tt.print, tt.assert                                          debug_ops.py
     proton.record (profiler scopes in kernels)                   proton_record.py
     arith.*, math.*                                              arith.py
+    tt.clampf, tt.precise_divf, tt.precise_sqrt                  float_ops.py
     tt.call of the smt extension's reserved functions            smt_calls.py: views smt_views.py,
                                                                  dot smt_dot.py (micro-kernel
                                                                  smt_microkernel.py), alloc smt_scratch.py;
@@ -35,7 +36,7 @@ from ..errors import SpineCompilationError
 # Importing the handler modules registers them.
 from . import (arith, atomics, block_pointers, control_flow, debug_ops, dot, extern, function,  # noqa: F401
                indexing, load, pointers, reduce, scan, store, tensor_ops)
-from . import proton_record  # noqa: F401
+from . import float_ops, proton_record  # noqa: F401
 from . import smt_calls, smt_dot, smt_rewrites, smt_scratch, smt_views  # noqa: F401
 from .bounds import BoundsCheck, extent_kinds
 from .converter import Converter, RetryWithGather
