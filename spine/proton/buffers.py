@@ -1,51 +1,22 @@
-"""The runtime's side of the profiler: running a grid with its records collected, and reading the block
-it returns (layout in cpp/profile_buffers.h). In-process kernels go through the host runtime library;
-the QEMU executor gets the same block in the kernel server's reply (driver/qemu.py)."""
+"""The runtime's side of the profiler: running a grid with its records collected into one block (layout
+in cpp/profile_buffers.h; records.Launch reads it), and the counter's calibration. In-process kernels go
+through the host runtime library; the QEMU executor gets the same block in the kernel server's reply
+(driver/qemu.py)."""
 from __future__ import annotations
 
 import ctypes
 import platform
 import struct
-from dataclasses import dataclass
 
-import numpy as np
+from .records import Counter, Launch
 
-from .records import RECORD, Counter, Launch
-
-MAGIC, VERSION = 0x52505053, 1
-_HEADER = struct.Struct("<6I4Q")   # spine_profile_header_t
 RECORD_FUNCTION = b"spine_proton_record"
 CALIBRATION_MS = 20
 
 
-@dataclass(frozen=True)
-class Block:
-    """What one profiled launch recorded."""
-    records: np.ndarray          # RECORD entries, each thread's together in the order they started
-    names: tuple[str, ...]       # the scope names records index; "" (index 0) marks program records
-    threads: int
-    start: int                   # counter ticks around the grid
-    end: int
-    dropped: int
-    unmatched: int
-
-
-def parse_block(data: bytes) -> Block:
-    magic, version, count, n_names, names_bytes, threads, start, end, dropped, unmatched = \
-        _HEADER.unpack_from(data, 0)
-    if magic != MAGIC or version != VERSION:
-        raise RuntimeError(f"profile block has magic {magic:#x} version {version}; expected {MAGIC:#x} {VERSION}")
-    records = np.frombuffer(data, dtype=RECORD, count=count, offset=_HEADER.size)  # read-only, over `data`
-    at = _HEADER.size + count * RECORD.itemsize
-    names = tuple(data[at:at + names_bytes].decode(errors="replace").split("\0")[:n_names])
-    return Block(records, names, threads, start, end, dropped, unmatched)
-
-
-def launch_of(kernel: str, grid, target: str, counter: Counter, data: bytes, wall_ns: int,
+def launch_of(kernel: str, grid, target: str, counter: Counter, block: bytes, wall_ns: int,
               started_ns: int) -> Launch:
-    block = parse_block(data)
-    return Launch(kernel, tuple(grid), target, counter, block.start, block.end, block.threads, wall_ns, started_ns,
-                  records=block.records, names=block.names, dropped=block.dropped, unmatched=block.unmatched)
+    return Launch(kernel, tuple(grid), target, counter, wall_ns, started_ns, block)
 
 
 def calls_records(so_path: str) -> bool:
@@ -86,7 +57,7 @@ class NativeBuffers:
         return self._counter
 
     def run_grid(self, entry: int, args, grid, threads: int, record_programs: bool) -> tuple[int, bytes | None]:
-        """Runs the grid profiled; returns its status and the block's bytes (parse_block reads them)."""
+        """Runs the grid profiled; returns its status and the block's bytes (records.Launch reads them)."""
         block, size = ctypes.c_void_p(), ctypes.c_uint64()
         rc = self.runtime.spine_profile_run_grid(entry, args, grid[0], grid[1], grid[2], threads,
                                                  int(record_programs), ctypes.byref(block), ctypes.byref(size))

@@ -6,7 +6,9 @@ says what the ticks measure and puts them on the host's CLOCK_MONOTONIC axis, wh
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -58,10 +60,32 @@ class Counter:
                 "measures": self.measures, "emulated": self.emulated}
 
 
-# One interval as the runtime reports it (cpp/profile_buffers.h, spine_profile_record_t): `name` indexes
-# the launch's name table, where "" (index 0) marks a whole program instance.
+# What a profiled launch returns (cpp/profile_buffers.h): a header (spine_profile_header_t), the records,
+# then the scope names. A record's `name` indexes the names, where "" (index 0) marks a program instance.
+BLOCK_HEADER = struct.Struct("<6I4Q")
+BLOCK_MAGIC, BLOCK_VERSION = 0x52505053, 1
 RECORD = np.dtype([("start", "<u8"), ("end", "<u8"), ("name", "<u8"), ("pid", "<i4", (3,)),
                    ("thread", "<u2"), ("depth", "<u2")])
+
+
+@dataclass(frozen=True)
+class BlockHeader:
+    records: int
+    names: int
+    names_bytes: int
+    threads: int        # grid threads the launch could use
+    start: int          # counter ticks just before and after the grid ran (in the runtime)
+    end: int
+    dropped: int        # records the runtime could not store
+    unmatched: int      # scope ends without a start, or starts never ended
+
+    @classmethod
+    def read(cls, data: bytes) -> "BlockHeader":
+        magic, version, *fields = BLOCK_HEADER.unpack_from(data, 0)
+        if magic != BLOCK_MAGIC or version != BLOCK_VERSION:
+            raise RuntimeError(f"profile block has magic {magic:#x} version {version}; expected "
+                               f"{BLOCK_MAGIC:#x} {BLOCK_VERSION}")
+        return cls(*fields)
 
 
 @dataclass(frozen=True)
@@ -80,21 +104,38 @@ class Interval:
 
 @dataclass
 class Launch:
+    """One kernel launch. Its records stay in the runtime's block until something reads them (outputs,
+    tests): a launch costs Python one header unpack."""
     kernel: str
     grid: tuple[int, int, int]
     target: str                     # "host", "riscv64", "riscv64 (QEMU user mode)"
     counter: Counter
-    start: int                      # counter ticks just before and after the grid ran (in the runtime)
-    end: int
-    threads: int                    # grid threads the launch could use
     wall_ns: int                    # the runtime call seen from Python (under QEMU: the request to the guest)
     started_ns: int = 0             # CLOCK_MONOTONIC when Python started the launch
+    block: bytes = field(default=b"", repr=False)
     host_scopes: tuple[str, ...] = ()   # the host scopes open around the launch, outermost first
     host_thread: int = 0            # the Python thread that launched it
-    records: np.ndarray = field(default_factory=lambda: np.zeros(0, RECORD))
-    names: tuple[str, ...] = ("",)
-    dropped: int = 0                # records the runtime could not store
-    unmatched: int = 0              # scope ends without a start, or starts never ended
+    header: BlockHeader = field(init=False)
+
+    def __post_init__(self):
+        self.header = BlockHeader.read(self.block)
+
+    start = property(lambda self: self.header.start)
+    end = property(lambda self: self.header.end)
+    threads = property(lambda self: self.header.threads)
+    dropped = property(lambda self: self.header.dropped)
+    unmatched = property(lambda self: self.header.unmatched)
+
+    @cached_property
+    def records(self) -> np.ndarray:
+        """RECORD entries, each thread's together in the order they started (read-only, over the block)."""
+        return np.frombuffer(self.block, dtype=RECORD, count=self.header.records, offset=BLOCK_HEADER.size)
+
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        at = BLOCK_HEADER.size + self.header.records * RECORD.itemsize
+        text = self.block[at:at + self.header.names_bytes].decode(errors="replace")
+        return tuple(text.split("\0")[:self.header.names])
 
     @property
     def label(self) -> str:

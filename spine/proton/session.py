@@ -37,15 +37,15 @@ class Session:
         return self.active or (self.capture and switches.KERNEL_CAPTURE.get())
 
     def takes(self, launch: Launch, plan: "LaunchPlan") -> bool:
-        return self.active or (self.capture and plan.capture) or (self.keep_scoped and len(launch.records) > 0)
+        return self.active or (self.capture and plan.capture) or (self.keep_scoped and launch.header.records > 0)
 
     def add(self, launch: Launch) -> None:
         with self.lock:
-            if not self.active and not self.capture and self.records + len(launch.records) > PASSIVE_RECORD_LIMIT:
+            if not self.active and not self.capture and self.records + launch.header.records > PASSIVE_RECORD_LIMIT:
                 self.dropped_launches += 1
                 return
             self.launches.append(launch)
-            self.records += len(launch.records)
+            self.records += launch.header.records
 
     def add_span(self, span: HostSpan) -> None:
         with self.lock:
