@@ -106,12 +106,13 @@ def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_pl
     tile_type = ir.RankedTensorType.get(list(ptr.shape), ptr.element_type)
     if in_place and window is None:
         return _view_as_tensor(pointer_view(ptr), tile_type)
-    if in_place and _tile_bytes(ptr) <= STACK_TILE_BYTES and may_view_whole_tile(ptr):
+    if in_place and may_view_whole_tile(ptr):
         # Most program instances see a full window: read those in place, copy only the edge tiles. The
-        # edge buffer lives on the stack, allocated once at function entry: the two branches then yield
-        # buffers that nothing owns, which buffer deallocation handles statically.
+        # edge buffer is allocated once at function entry (on the stack up to STACK_TILE_BYTES): the two
+        # branches then yield buffers that nothing owns, which buffer deallocation handles statically.
+        alloc = memref.AllocaOp if _tile_bytes(ptr) <= STACK_TILE_BYTES else memref.AllocOp
         with ir.InsertionPoint.at_block_begin(conv_entry_block(ptr.base)):
-            buffer = memref.AllocaOp(ir.MemRefType.get(list(ptr.shape), ptr.element_type), [], []).result
+            buffer = alloc(ir.MemRefType.get(list(ptr.shape), ptr.element_type), [], []).result
         branch = scf.IfOp(_is_partial(window, ptr.shape), [tile_type], has_else=True)
         with ir.InsertionPoint(branch.then_block):
             scf.YieldOp([_copied_tile(ptr, window, fill, buffer)])

@@ -89,3 +89,22 @@ def test_shapes_that_do_not_divide_are_compile_errors():
     message = str(err.value)
     assert "not a multiple of packed_size (3, 4)" in message
     assert "smt.view(x, (0, 0), (16, 16), (P0, 4))" in message   # the source line
+
+
+@triton.jit
+def large_block_kernel(x_ptr, out_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    """Blocks above the stack-tile limit: interior ones are read in place, edge ones padded in a buffer."""
+    block = tl.make_block_ptr(x_ptr, shape=[M, N], strides=[N, 1], offsets=[tl.program_id(0) * BM, 0],
+                              block_shape=[BM, BN], order=[1, 0])
+    tile = smt.descriptor_load(block, (0, 0))
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)[:, None]
+    tl.store(out_ptr + rows * BN + tl.arange(0, BN)[None, :], tile + 1)
+
+
+def test_descriptor_load_of_large_blocks(target):
+    x = torch.randn(300, 256)
+    out = torch.empty(384, 256)
+    large_block_kernel[(3,)](x, out, 300, 256, BM=128, BN=256)
+    expected = torch.ones(384, 256)
+    expected[:300] += x
+    assert torch.equal(out, expected)
