@@ -13,6 +13,7 @@ Where each TTIR op is handled:
     tt.scan                                                      scan.py
     tt.atomic_rmw, tt.atomic_cas                                 atomics.py
     scf.for, scf.if, scf.while                                   control_flow.py
+    cf.br, cf.cond_br (early returns), scf.execute_region        branches.py (then lifted into scf)
     tt.extern_elementwise (libdevice)                            extern.py
     tt.print, tt.assert                                          debug_ops.py
     proton.record (profiler scopes in kernels)                   proton_record.py
@@ -36,7 +37,7 @@ from ..errors import SpineCompilationError
 # Importing the handler modules registers them.
 from . import (arith, atomics, block_pointers, control_flow, debug_ops, dot, extern, function,  # noqa: F401
                indexing, load, pointers, reduce, scan, store, tensor_ops)
-from . import float_ops, proton_record  # noqa: F401
+from . import branches, float_ops, proton_record  # noqa: F401
 from . import smt_calls, smt_dot, smt_rewrites, smt_scratch, smt_views  # noqa: F401
 from .bounds import BoundsCheck, extent_kinds
 from .converter import Converter, RetryWithGather

@@ -3,7 +3,7 @@
 Loop-carried pointers keep their structure: a PointerState (or AffineIndex) whose base and strides stay
 the same across iterations is carried as its offset alone, so `a_ptrs += BLOCK_K * stride_ak` in a K loop
 stays a strided block load. When the strides do change inside the loop the converter starts again with
-that value carried as a gather (RetryWithGather).
+that value carried as a gather (RetryWithGather). Pointers an scf.if yields travel the same way (IfResult).
 
 Boolean tensors cross region boundaries as their i8 bytes (BoolBytes): an i1 tensor yielded by a loop or an
 if would be bufferized into an i1 buffer, which MLIR's LLVM lowering cannot store to."""
@@ -33,7 +33,7 @@ class Carried:
         if self.kind == "offsets":
             return [im.as_value(o) for o in state.offsets]
         if self.kind == "gather":
-            return [_as_gather(state).offsets]
+            return [as_gather(state).offsets]
         return [state]          # "value" and "bytes": the value as it enters
 
     def types(self, ttir_type: ir.Type) -> list:
@@ -45,7 +45,7 @@ class Carried:
         if self.kind == "gather":
             return [self.template.offsets.type]
         if self.kind == "bytes":
-            return [_bytes_type(ttir_type)]
+            return [bytes_type(ttir_type)]
         return [ttir_type]
 
     @property
@@ -80,19 +80,19 @@ class Carried:
         return True
 
 
-def _as_gather(state) -> st.GatherPointer:
+def as_gather(state) -> st.GatherPointer:
     return state if isinstance(state, st.GatherPointer) else materialize.gather_pointer(state)
 
 
-def _bytes_type(ty: ir.Type) -> ir.Type:
+def bytes_type(ty: ir.Type) -> ir.Type:
     return ir.RankedTensorType.get(list(ir.RankedTensorType(ty).shape), ir.IntegerType.get_signless(8))
 
 
-def _is_bool_tensor(ty: ir.Type) -> bool:
+def is_bool_tensor(ty: ir.Type) -> bool:
     return isinstance(ty, ir.RankedTensorType) and is_bool(ty)
 
 
-def _as_bytes(conv, value: ir.Value) -> ir.Value:
+def as_bytes(conv, value: ir.Value) -> ir.Value:
     """A boolean tensor's i8 bytes, without a round trip through i1 when it is held as bytes already."""
     state = conv.state(value)
     if isinstance(state, st.BoolBytes):
@@ -100,15 +100,15 @@ def _as_bytes(conv, value: ir.Value) -> ir.Value:
     return materialize.bytes_from_bool(conv.concrete(value))
 
 
-def _carry_for(conv, state, key, ttir_type) -> Carried:
-    if _is_bool_tensor(ttir_type):
+def carry_for(conv, state, key, ttir_type) -> Carried:
+    if is_bool_tensor(ttir_type):
         return Carried("bytes")
     if isinstance(state, st.BlockPointer):
         return Carried("offsets", state)
     if isinstance(state, (st.PointerState, st.AffineIndex)) and key not in conv.forced_gather:
         return Carried("offset", state)
     if isinstance(state, (st.PointerState, st.GatherPointer)):
-        return Carried("gather", _as_gather(state))
+        return Carried("gather", as_gather(state))
     return Carried("value")
 
 
@@ -117,17 +117,17 @@ def _enter_loop(conv, operands, loop_id) -> tuple[list, list]:
     carries, values = [], []
     for i, v in enumerate(operands):
         state = conv.state(v)
-        carry = _carry_for(conv, state, (loop_id, i), v.type)
+        carry = carry_for(conv, state, (loop_id, i), v.type)
         if carry.kind == "value":
             state = conv.concrete(v)
         elif carry.kind == "bytes":
-            state = _as_bytes(conv, v)
+            state = as_bytes(conv, v)
         carries.append(carry)
         values += carry.initial(state)
     return carries, values
 
 
-def _yielded(conv, carried: Carried, value: ir.Value, key) -> list:
+def yielded_values(conv, carried: Carried, value: ir.Value, key) -> list:
     state = conv.state(value)
     if not carried.compatible(state):
         if carried.kind == "offset":
@@ -136,7 +136,7 @@ def _yielded(conv, carried: Carried, value: ir.Value, key) -> list:
     if carried.kind == "value":
         return [conv.concrete(value)]
     if carried.kind == "bytes":
-        return [_as_bytes(conv, value)]
+        return [as_bytes(conv, value)]
     return carried.initial(state)
 
 
@@ -167,25 +167,82 @@ def convert_for(conv, op):
     loop = scf.ForOp(lower, upper, step, init_values)
     old_block = op.regions[0].blocks[0]
     conv.bind(old_block.arguments[0], loop.induction_variable)
-    for carry, old, new in zip(carries, list(old_block.arguments)[1:], _split(carries, loop.inner_iter_args)):
+    for carry, old, new in zip(carries, list(old_block.arguments)[1:], split_carried(carries, loop.inner_iter_args)):
         conv.bind(old, carry.rebuild(new))
     with ir.InsertionPoint(loop.body):
         terminator = _convert_body(conv, old_block)
         yielded = []
         for i, (carry, value) in enumerate(zip(carries, terminator.operands)):
-            yielded += _yielded(conv, carry, value, (loop_id, i))
+            yielded += yielded_values(conv, carry, value, (loop_id, i))
         scf.YieldOp([_into_iter_arg(v, arg) for v, arg in zip(yielded, loop.inner_iter_args)])
-    for carry, old, new in zip(carries, op.results, _split(carries, loop.results)):
+    for carry, old, new in zip(carries, op.results, split_carried(carries, loop.results)):
         conv.bind(old, carry.rebuild(new))
 
 
-def _split(carries, values) -> list:
+def split_carried(carries, values) -> list:
     """Regroup a flat list of loop values by carried value."""
     values, groups, at = list(values), [], 0
     for carry in carries:
         groups.append(values[at:at + carry.width])
         at += carry.width
     return groups
+
+
+@dataclass
+class IfResult:
+    """How one result of an scf.if leaves its branches: "value", "bytes" (a boolean tensor), "offset" (a
+    pointer whose base, shape and strides both branches keep: its offset alone) or "gather" (a pointer
+    whose strides differ between the branches: its offsets tensor). The result types are fixed before the
+    branches are converted: a pointer starts as "offset" and the conversion restarts with it as a gather
+    when the else branch disagrees with the then branch (RetryWithGather)."""
+    kind: str
+    key: object
+    template: object = None       # the then branch's pointer state
+
+    @staticmethod
+    def of(conv, ttir_type: ir.Type, key) -> "IfResult":
+        if is_bool_tensor(ttir_type):
+            return IfResult("bytes", key)
+        if is_pointer(ttir_type):
+            return IfResult("gather" if key in conv.forced_gather else "offset", key)
+        return IfResult("value", key)
+
+    def type(self, ttir_type: ir.Type) -> ir.Type:
+        if self.kind == "bytes":
+            return bytes_type(ttir_type)
+        if self.kind == "offset":
+            return ir.IndexType.get()
+        if self.kind == "gather":
+            shape = list(ir.RankedTensorType(ttir_type).shape) if isinstance(ttir_type, ir.RankedTensorType) else []
+            return ir.RankedTensorType.get(shape, ir.IntegerType.get_signless(64))
+        return ttir_type
+
+    def yielded(self, conv, value: ir.Value) -> ir.Value:
+        if self.kind == "bytes":
+            return as_bytes(conv, value)
+        if self.kind == "value":
+            return conv.concrete(value)
+        state = conv.state(value)
+        if not isinstance(state, (st.PointerState, st.GatherPointer)):
+            raise conv.unsupported_use(value, "an if that yields a block pointer")
+        if self.template is None:
+            self.template = state
+        if self.kind == "offset":
+            if not Carried("offset", self.template).compatible(state):
+                raise RetryWithGather(self.key)
+            return im.as_value(state.offset)
+        if state.base != self.template.base:
+            raise conv.unsupported_use(value, "an if whose branches yield pointers into different arguments")
+        return as_gather(state).offsets
+
+    def rebuild(self, value: ir.Value):
+        if self.kind == "bytes":
+            return st.BoolBytes(value)
+        if self.kind == "offset":
+            return replace(self.template, offset=value)
+        if self.kind == "gather":
+            return st.GatherPointer(self.template.base, self.template.element_type, self.template.shape, value)
+        return value
 
 
 @handles("scf.if")
@@ -201,19 +258,15 @@ def convert_if(conv, op):
                 _convert_body(conv, region.blocks[0])
                 scf.YieldOp([])
         return
-    if any(is_pointer(r.type) for r in op.results):
-        raise conv.unsupported(op, "an if that yields pointers")
-    types = [_bytes_type(r.type) if _is_bool_tensor(r.type) else r.type for r in op.results]
-    branch = scf.IfOp(cond, types, has_else=True)
+    conv.loop_counter += 1
+    results = [IfResult.of(conv, r.type, (conv.loop_counter, "if", i)) for i, r in enumerate(op.results)]
+    branch = scf.IfOp(cond, [res.type(r.type) for res, r in zip(results, op.results)], has_else=True)
     for region, block in ((op.regions[0], branch.then_block), (op.regions[1], branch.else_block)):
         with ir.InsertionPoint(block):
             terminator = _convert_body(conv, region.blocks[0])
-            scf.YieldOp([_as_bytes(conv, v) if _is_bool_tensor(v.type) else conv.concrete(v)
-                         for v in terminator.operands])
-    for old, new in zip(op.results, branch.results):
-        conv.bind(old, st.BoolBytes(new) if _is_bool_tensor(old.type) else new)
-
-
+            scf.YieldOp([res.yielded(conv, v) for res, v in zip(results, terminator.operands)])
+    for res, old, new in zip(results, op.results, branch.results):
+        conv.bind(old, res.rebuild(new))
 
 
 @handles("scf.while")
@@ -231,23 +284,23 @@ def convert_while(conv, op):
     loop = scf.WhileOp(result_types, init_values)
     before = loop.before.blocks.append(*[v.type for v in init_values])
     after = loop.after.blocks.append(*result_types)
-    for carry, old, new in zip(carries, before_block.arguments, _split(carries, before.arguments)):
+    for carry, old, new in zip(carries, before_block.arguments, split_carried(carries, before.arguments)):
         conv.bind(old, carry.rebuild(new))
     with ir.InsertionPoint(before):
         condition = _convert_body(conv, before_block)
         passed = []
         for i, (carry, value) in enumerate(zip(forwarded, list(condition.operands)[1:])):
-            passed += _yielded(conv, carry, value, (loop_id, ("forwarded", i)))
+            passed += yielded_values(conv, carry, value, (loop_id, ("forwarded", i)))
         scf.ConditionOp(conv.concrete(condition.operands[0]), passed)
-    for carry, old, new in zip(forwarded, after_block.arguments, _split(forwarded, after.arguments)):
+    for carry, old, new in zip(forwarded, after_block.arguments, split_carried(forwarded, after.arguments)):
         conv.bind(old, carry.rebuild(new))
     with ir.InsertionPoint(after):
         terminator = _convert_body(conv, after_block)
         yielded = []
         for i, (carry, value) in enumerate(zip(carries, terminator.operands)):
-            yielded += _yielded(conv, carry, value, (loop_id, i))
+            yielded += yielded_values(conv, carry, value, (loop_id, i))
         scf.YieldOp(yielded)
-    for carry, old, new in zip(forwarded, op.results, _split(forwarded, loop.results)):
+    for carry, old, new in zip(forwarded, op.results, split_carried(forwarded, loop.results)):
         conv.bind(old, carry.rebuild(new))
 
 
@@ -260,12 +313,12 @@ def _forwarded_carries(conv, op, carries, loop_id) -> list:
         if carry is not None and carry.kind in ("offset", "offsets", "gather") and \
                 (loop_id, ("forwarded", i)) not in conv.forced_gather:
             out.append(carry)
-        elif _is_bool_tensor(result.type):
+        elif is_bool_tensor(result.type):
             out.append(Carried("bytes"))
         elif is_pointer(result.type):
             if carry is None or carry.kind == "value":
                 raise conv.unsupported(op, "a while loop forwarding a pointer it does not carry")
-            out.append(Carried("gather", _as_gather(carry.template)))
+            out.append(Carried("gather", as_gather(carry.template)))
         else:
             out.append(Carried("value"))
     return out

@@ -17,7 +17,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import func
 
-from . import bounds
+from . import bounds, branches
 from .converter import handles
 from .states import PointerState
 from .types import is_pointer, memref_of, pointee_type
@@ -77,10 +77,12 @@ def convert_function(conv, tt_func) -> func.FuncOp:
         if conv.bounds is not None:
             names = [_argument_name(a, i) for i, a in enumerate(tt_block.arguments)]
             bounds.bind_extents(conv, kinds, names, list(entry.arguments)[len(arg_types):first_grid_arg])
-        conv.convert_block(tt_block)
+    # Early returns make the body a CFG of several blocks: converted block by block, then made structured.
+    branches.convert_region(conv, tt_func.regions[0], entry, lambda conv, op: conv.convert_op(op))
     if conv.argument_views:
         fn.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get([a.type for a in entry.arguments], []))
+    branches.lift_to_scf(fn)
     return fn
 
 
