@@ -19,6 +19,7 @@ Where each TTIR op is handled:
     proton.record (profiler scopes in kernels)                   proton_record.py
     arith.*, math.*                                              arith.py
     tt.clampf, tt.precise_divf, tt.precise_sqrt                  float_ops.py
+    tt.call of device functions: inlined first                   calls.py
     tt.call of the smt extension's reserved functions            smt_calls.py: views smt_views.py,
                                                                  dot smt_dot.py (micro-kernel
                                                                  smt_microkernel.py), alloc smt_scratch.py;
@@ -37,7 +38,7 @@ from ..errors import SpineCompilationError
 # Importing the handler modules registers them.
 from . import (arith, atomics, block_pointers, control_flow, debug_ops, dot, extern, function,  # noqa: F401
                indexing, load, pointers, reduce, scan, store, tensor_ops)
-from . import branches, float_ops, proton_record  # noqa: F401
+from . import branches, calls, float_ops, proton_record  # noqa: F401
 from . import smt_calls, smt_dot, smt_rewrites, smt_scratch, smt_views  # noqa: F401
 from .bounds import BoundsCheck, extent_kinds
 from .converter import Converter, RetryWithGather
@@ -68,8 +69,7 @@ def _kernel_function(module: ir.Module):
     funcs = [op for op in module.body.operations
              if op.operation.name == "tt.func" and not smt_calls.is_reserved_function(op)]
     if len(funcs) != 1:
-        raise SpineCompilationError(f"expected one kernel function after inlining, found {len(funcs)} "
-                                    f"(non-inlined device function calls are not supported yet)")
+        raise SpineCompilationError(f"expected one kernel function after inlining, found {len(funcs)}")
     return funcs[0]
 
 
@@ -97,6 +97,7 @@ def convert_ttir(generic_ttir: str, direct_loads: bool = False, bounds_check: bo
     launcher passes after the kernel's own arguments (bounds.py)."""
     with new_context(), ir.Location.unknown():
         source = ir.Module.parse(generic_ttir)
+        calls.inline_calls(source)
         smt_rewrites.rewrite(source)
         tt_func = _kernel_function(source)
         name = ir.StringAttr(tt_func.attributes["sym_name"]).value
