@@ -17,7 +17,7 @@ class CPUOptions:
     enable_fp_fusion: bool = True
     launch_cooperative_grid: bool = False
     launch_pdl: bool = False
-    supported_fp8_dtypes: Tuple[str, ...] = ("fp8e5", "fp8e4nv", "fp8e4b15")
+    supported_fp8_dtypes: Tuple[str, ...] = ("fp8e5", "fp8e4nv", "fp8e4b15", "fp8e4b8", "fp8e5b16")  # to_linalg/fp8.py
     deprecated_fp8_dot_operand_dtypes: Tuple[str, ...] = ()
     # A CPU has no tf32: dot is IEEE unless a kernel asks otherwise, and "tf32" is computed as IEEE.
     default_dot_input_precision: str = "ieee"

@@ -81,7 +81,8 @@ class CPUBackend(BaseBackend):
         return ()
 
     def get_codegen_implementation(self, options):
-        return {"min_dot_size": lambda lhs_type, rhs_type: (1, 1, 1)}
+        from ..language.cpu.custom_fp8 import convert_custom_types     # casts from/to fp8e4b15
+        return {"min_dot_size": lambda lhs_type, rhs_type: (1, 1, 1), "convert_custom_types": convert_custom_types}
 
     def get_module_map(self):
         from ..language.cpu import libdevice

@@ -5,7 +5,11 @@ import struct
 from dataclasses import dataclass
 from typing import Callable
 
-SUPPORTED_POINTEE = {"fp16", "bf16", "fp32", "fp64", "i1", "u1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"}
+# fp8 tensors (torch.float8_e5m2 / float8_e4m3fn / float8_e4m3fnuz / float8_e5m2fnuz, or int8 tensors
+# reinterpreted with triton.reinterpret) are bytes to the kernel (to_linalg/fp8.py).
+FP8_POINTEE = {"fp8e5", "fp8e4nv", "fp8e4b15", "fp8e4b8", "fp8e5b16"}
+SUPPORTED_POINTEE = {"fp16", "bf16", "fp32", "fp64", "i1", "u1", "i8", "i16", "i32", "i64", "u8", "u16", "u32",
+                     "u64"} | FP8_POINTEE
 _INT_BITS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "u1": 1, "u8": 8, "u16": 16, "u32": 32, "u64": 64}
 
 
@@ -79,7 +83,8 @@ def check_tensor(param: Param, value, kernel: str) -> None:
                         f"Spine runs kernels on CPU tensors: move it with .cpu()")
     if param.pointee not in SUPPORTED_POINTEE:
         raise ValueError(f"argument '{param.name}' of kernel '{kernel}' has dtype {value.dtype}, which Spine "
-                         f"does not support; expected one of float16/bfloat16/float32/float64/int8-64/uint8/bool")
+                         f"does not support; expected one of float16/bfloat16/float32/float64/int8-64/uint8/bool "
+                         f"or an fp8 type")
 
 
 def byte_range(tensor) -> tuple[int, int]:
@@ -92,7 +97,7 @@ def byte_range(tensor) -> tuple[int, int]:
 
 
 _POINTEE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8, "i1": 1, "u1": 1, "i8": 1, "u8": 1, "i16": 2,
-                  "u16": 2, "i32": 4, "u32": 4, "i64": 8, "u64": 8}
+                  "u16": 2, "i32": 4, "u32": 4, "i64": 8, "u64": 8, **{name: 1 for name in FP8_POINTEE}}
 
 
 def extent_params(params: list[Param]) -> list[Param]:

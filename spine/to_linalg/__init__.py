@@ -20,6 +20,7 @@ Where each TTIR op is handled:
     arith.*, math.*                                              arith.py
     tt.clampf, tt.precise_divf, tt.precise_sqrt                  float_ops.py
     tt.call of device functions: inlined first                   calls.py
+    fp8 types: bytes, conversions decoded/encoded first          fp8.py
     tt.call of the smt extension's reserved functions            smt_calls.py: views smt_views.py,
                                                                  dot smt_dot.py (micro-kernel
                                                                  smt_microkernel.py), alloc smt_scratch.py;
@@ -38,7 +39,7 @@ from ..errors import SpineCompilationError
 # Importing the handler modules registers them.
 from . import (arith, atomics, block_pointers, control_flow, debug_ops, dot, extern, function,  # noqa: F401
                indexing, load, pointers, reduce, scan, store, tensor_ops)
-from . import branches, calls, float_ops, proton_record  # noqa: F401
+from . import branches, calls, float_ops, fp8, proton_record  # noqa: F401
 from . import smt_calls, smt_dot, smt_rewrites, smt_scratch, smt_views  # noqa: F401
 from .bounds import BoundsCheck, extent_kinds
 from .converter import Converter, RetryWithGather
@@ -98,6 +99,7 @@ def convert_ttir(generic_ttir: str, direct_loads: bool = False, bounds_check: bo
     with new_context(), ir.Location.unknown():
         source = ir.Module.parse(generic_ttir)
         calls.inline_calls(source)
+        fp8.rewrite(source)
         smt_rewrites.rewrite(source)
         tt_func = _kernel_function(source)
         name = ir.StringAttr(tt_func.attributes["sym_name"]).value

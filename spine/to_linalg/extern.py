@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from mlir import ir
 
+from . import fp8
 from .converter import handles
 
 # C library symbol → math op. The libdevice module names functions by these symbols.
@@ -28,9 +29,13 @@ MATH_OPS = {
 @handles("tt.extern_elementwise")
 def convert_extern(conv, op):
     symbol = ir.StringAttr(op.attributes["symbol"]).value
+    operands = [conv.concrete(v) for v in op.operands]
+    expansion = fp8.e4b15_expansion(symbol)
+    if expansion is not None:
+        conv.bind(op.results[0], expansion(*operands))
+        return
     name = MATH_OPS.get(symbol)
     if name is None:
         raise conv.unsupported(op, f"library function '{symbol}'")
-    operands = [conv.concrete(v) for v in op.operands]
     new = ir.Operation.create(name, results=[op.results[0].type], operands=operands)
     conv.bind(op.results[0], new.results[0])
