@@ -6,6 +6,7 @@ from mlir.dialects import arith, linalg, scf, tensor
 
 from . import builders as b
 from . import index_math as im
+from . import materialize
 from .converter import handles
 from .memory import mask_bit, mask_bytes
 from .types import element_type, shape_of
@@ -15,7 +16,8 @@ from .types import element_type, shape_of
 def convert_gather(conv, op):
     """out[i] = src[i with i[axis] replaced by idx[i]]: a linalg.generic over idx reading src."""
     axis = ir.IntegerAttr(op.attributes["axis"]).value
-    src, idx = conv.concrete(op.operands[0]), conv.concrete(op.operands[1])
+    src, was_bool = materialize.concrete_or_bytes(conv, op.operands[0])
+    idx = conv.concrete(op.operands[1])
     shape = shape_of(idx.type)
     rank = len(shape)
     limit = shape_of(src.type)[axis] - 1
@@ -26,7 +28,8 @@ def convert_gather(conv, op):
         # clamped: an out-of-range index is undefined behaviour in Triton, never a wild read here
         ivs[axis] = im.as_value(im.clamp(im.from_integer(index), 0, limit))
         return [tensor.ExtractOp(src, ivs).result]
-    conv.bind(op.results[0], b.generic([out.type], [idx], [out], [b.identity_map(rank)] * 2, rank, body).results[0])
+    gathered = b.generic([out.type], [idx], [out], [b.identity_map(rank)] * 2, rank, body).results[0]
+    conv.bind(op.results[0], materialize.as_state(gathered, was_bool))
 
 
 @handles("tt.histogram")

@@ -6,7 +6,8 @@ from mlir.dialects import arith
 
 from . import builders as b
 from . import index_math as im
-from .states import AffineIndex, GatherPointer, MaskState, PointerState, SplatValue
+from .states import AffineIndex, BoolBytes, GatherPointer, MaskState, PointerState, SplatValue
+from .types import is_bool
 
 
 def _affine_at(offset, strides, ivs) -> ir.Value:
@@ -59,6 +60,23 @@ def concrete(state) -> ir.Value:
 def bytes_from_bool(mask: ir.Value) -> ir.Value:
     ty = ir.RankedTensorType.get(list(ir.RankedTensorType(mask.type).shape), ir.IntegerType.get_signless(8))
     return arith.ExtUIOp(ty, mask).result
+
+
+def concrete_or_bytes(conv, value: ir.Value):
+    """A concrete operand for ops that move elements around (shape ops, gathers): boolean tensors as their
+    i8 bytes, so no i1 tensor ends up in memory; and whether it was boolean."""
+    state = conv.state(value)
+    if isinstance(state, BoolBytes):
+        return state.value, True
+    concrete = conv.concrete(value)
+    if isinstance(concrete.type, ir.RankedTensorType) and is_bool(concrete.type):
+        return bytes_from_bool(concrete), True
+    return concrete, False
+
+
+def as_state(result: ir.Value, was_bool: bool):
+    """The state of a result computed on concrete_or_bytes operands."""
+    return BoolBytes(result) if was_bool else result
 
 
 def widen_bool(value: ir.Value) -> ir.Value:

@@ -20,19 +20,8 @@ from .converter import handles
 from .types import element_type, is_bool, is_integer, shape_of
 
 
-def _operand(conv, value: ir.Value):
-    """A concrete operand for a shape op, boolean tensors as their i8 bytes; and whether it was boolean."""
-    state = conv.state(value)
-    if isinstance(state, st.BoolBytes):
-        return state.value, True
-    concrete = conv.concrete(value)
-    if isinstance(concrete.type, ir.RankedTensorType) and is_bool(concrete.type):
-        return materialize.bytes_from_bool(concrete), True
-    return concrete, False
-
-
-def _wrap(result: ir.Value, was_bool: bool):
-    return st.BoolBytes(result) if was_bool else result
+_operand = materialize.concrete_or_bytes
+_wrap = materialize.as_state
 
 
 @handles("tt.make_range")

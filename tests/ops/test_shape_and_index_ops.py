@@ -112,3 +112,19 @@ def test_shape_ops_on_boolean_tensors(target):
     assert torch.equal(r, torch.ones(64, dtype=torch.bool))
     assert torch.equal(j, torch.stack([flags, ~flags], dim=1))
     assert torch.equal(s, torch.ones(16, dtype=torch.bool))
+
+
+@triton.jit
+def bool_gather_kernel(x_ptr, idx_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    flags = tl.load(x_ptr + offs) > 0
+    picked = tl.gather(flags, tl.load(idx_ptr + offs), 0)
+    tl.store(out_ptr + offs, picked | (picked == 0) & (offs < 0))
+
+
+def test_gather_of_a_boolean_tensor(target):
+    x = torch.randint(-2, 3, (16,), dtype=torch.int32)
+    idx = torch.randint(0, 16, (16,), dtype=torch.int32)
+    out = torch.empty(16, dtype=torch.bool)
+    bool_gather_kernel[(1,)](x, idx, out, BLOCK=16)
+    assert torch.equal(out, (x > 0)[idx.long()])
