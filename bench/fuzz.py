@@ -17,6 +17,7 @@ import argparse
 import collections
 import os
 import pickle
+import re
 import sys
 import tempfile
 import time
@@ -87,7 +88,9 @@ def main() -> int:
         counts["generated"] += 1
         counts[outcome.status] += 1
         if outcome.status in ("rejected", "failed", "emulator_abort"):
-            reasons[f"{outcome.status}: " + outcome.detail.strip().splitlines()[-1].split(" in kernel")[0][:160]] += 1
+            reason = outcome.detail.strip().splitlines()[-1].split(" in kernel")[0]
+            reason = re.sub(r"\S*/(fuzz_|fuzz_kernel-)\S*", "<kernel>", reason)[:160]   # one line per kind
+            reasons[f"{outcome.status}: {reason}"] += 1
         if outcome.status not in ("passed", "rejected"):
             save.mkdir(parents=True, exist_ok=True)
             name = f"{outcome.status}_{counts['generated']:05d}"

@@ -257,7 +257,7 @@ class LoopMaker:
             spec = draw(tensor_inputs(self.layout, 100 * n + i, kinds=["tile"]))
             spec.in_loop, spec.slices = True, trips_value
             loads.append(leaf_for(spec, self.layout, f"xl{n}_{i}"))
-        body_gen = T.Gen(draw, gen.rank, gen.leaves + [acc, acc, index] + loads)
+        body_gen = T.Gen(draw, gen.blocks, gen.leaves + [acc, acc, index] + loads)
         body = body_gen.expr(depth)
         body = T.Broadcast(dt, full, x=to_dtype(body_gen, body, dt))
         return T.Loop(dt, full, init=init, body=body, acc=acc, index=index, trips=trips, loads=loads,
@@ -291,7 +291,7 @@ def programs(draw, max_depth: int = 4, small: bool = False) -> Program:
     """`small`: blocks of at most 8 elements per axis (for runs under QEMU)."""
     layout = draw(layouts(small))
     leaves = draw(leaf_pool(layout))
-    gen = T.Gen(draw, layout.rank, leaves, make_loop=LoopMaker(layout))
+    gen = T.Gen(draw, layout.blocks, leaves, make_loop=LoopMaker(layout))
     root = gen.expr(draw(st.integers(1, max_depth)))
     root, sink = draw(sinks(gen, root))
     return Program(layout, root, sink, draw(st.integers(0, 2 ** 32 - 1)))
@@ -360,6 +360,12 @@ class Emitter:
             return f"tl.broadcast_to({e(node.x)}, {self.layout.shape_source(node.shape)})"
         if isinstance(node, T.Reduce):
             return self.reduction(node)
+        if isinstance(node, T.Trans):
+            return f"tl.trans({e(node.x)})"
+        if isinstance(node, T.JoinSplit):
+            return f"tl.split(tl.join({e(node.a)}, {e(node.b)}))[{node.which}]"
+        if isinstance(node, T.Gather):
+            return f"tl.gather({e(node.src)}, {e(node.index)}, {node.axis})"
         if isinstance(node, T.Scan):
             x = e(node.x)
             if node.op == "cummax":

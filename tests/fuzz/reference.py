@@ -351,6 +351,22 @@ class Evaluator:
     def _broadcast(self, node):
         return self.eval(node.x)
 
+    def _trans(self, node):
+        x = self.full(self.eval(node.x), node.x.shape)
+        return Ref(np.swapaxes(x.value, 1, 3), np.swapaxes(x.err, 1, 3), x.dtype)
+
+    def _joinsplit(self, node):
+        return self.eval(node.b if node.which else node.a)
+
+    def _gather(self, node):
+        full = (True,) * len(self.blocks)
+        src, index = self.full(self.eval(node.src), full), self.full(self.eval(node.index), full)
+        axis = self.axis_of(node.axis)
+        where = np.clip(index.value, 0, src.value.shape[axis] - 1).astype(np.intp)   # unknown lanes: any
+        value = np.take_along_axis(src.value, where, axis)
+        err = np.take_along_axis(src.err, where, axis)
+        return Ref(value, np.where(index.unknown, np.inf, err), src.dtype)
+
     # ---- reductions and scans
     def axis_of(self, tile_axis: int) -> int:
         return 1 + 2 * tile_axis
@@ -459,7 +475,9 @@ class Evaluator:
             count * dt.denorm_min * big + np.where(count > 1, spacing(value, dt), 0.0)
         err = np.where(count == 1, e, err)
         nonfinite = np.logical_or.accumulate(~np.isfinite(v), axis=axis)
-        err = np.where(nonfinite & (count > 1), np.inf, finish(value, err, dt))
+        # A partial product (in whatever order) is at most the product of the factors above 1.
+        may_overflow = big * (1 + gamma(count, dt)) > dt.max_finite
+        err = np.where((nonfinite | may_overflow) & (count > 1), np.inf, finish(value, err, dt))
         return Ref(value, err, dt)
 
     # ---- loops

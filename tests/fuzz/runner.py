@@ -217,7 +217,7 @@ def bad_elements(got: np.ndarray, ref: Ref) -> np.ndarray:
     if ref.dtype.is_float:
         with np.errstate(invalid="ignore"):
             both_nan = np.isnan(got) & np.isnan(v)
-            ok = np.where(err == 0, got == v, np.abs(got - v) <= err) | both_nan
+            ok = (got == v) | (np.abs(got - v) <= err) | both_nan
     else:
         ok = got == v
     return known & ~ok

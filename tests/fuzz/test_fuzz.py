@@ -20,8 +20,9 @@ EXAMPLES = 25
 # its fix lands, and the run checks those kernels again.
 KNOWN_ISSUES = [
     ("riscv64", "undefined symbol: __truncsfbf2",
-     "atomic_add on bf16: LLVM expands the atomic into a compare-and-swap loop whose bf16 add calls "
-     "compiler-rt, which riscv64 kernels are not linked against (to_linalg/atomics.py)"),
+     "bf16 values held in registers across blocks (a bf16 atomic_add's compare-and-swap loop, a loop-carried "
+     "bf16 tensor): LLVM's RISC-V backend converts them with compiler-rt's __truncsfbf2, which kernels are "
+     "not linked against"),
     ("riscv64", runner.QEMU_RTZ_ABORT,
      "QEMU 7.2 aborts translating RVV float-to-integer conversions (vfcvt.rtz.*)"),
 ]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import List, Optional, Tuple
 
+import numpy as np
 from hypothesis import strategies as st
 
 from . import dtypes as D
@@ -101,6 +102,37 @@ class Broadcast(Node):
 
     def children(self):
         return [self.x]
+
+
+@dataclass(eq=False)
+class Trans(Node):
+    """tl.trans of a square 2-D tile."""
+    x: Node = None
+
+    def children(self):
+        return [self.x]
+
+
+@dataclass(eq=False)
+class JoinSplit(Node):
+    """tl.split(tl.join(a, b))[which]: a round trip through a new minor axis of size 2."""
+    a: Node = None
+    b: Node = None
+    which: int = 0
+
+    def children(self):
+        return [self.a, self.b]
+
+
+@dataclass(eq=False)
+class Gather(Node):
+    """tl.gather(src, index, axis) on full tiles; the index is already inside [0, block)."""
+    src: Node = None
+    index: Node = None
+    axis: int = 0
+
+    def children(self):
+        return [self.src, self.index]
 
 
 @dataclass(eq=False)
@@ -227,8 +259,6 @@ def cast(x: Node, dt: DType, bitcast: bool = False) -> Node:
 
 def clamp_bounds(src: DType, dst: DType) -> Tuple[float, float]:
     """The widest [lo, hi] exactly representable in float `src` inside integer `dst`'s range."""
-    import numpy as np
-
     def inside(limit: int) -> float:
         value = D.fraction_to(Fraction(limit), src)
         value = max(min(value, src.max_finite), -src.max_finite)
@@ -267,9 +297,10 @@ class Gen:
     """Draws well-typed trees over a pool of leaves. `draw` is hypothesis's; every choice goes through it,
     so examples shrink."""
 
-    def __init__(self, draw, rank: int, leaves: List[Leaf], make_loop=None):
+    def __init__(self, draw, blocks: Tuple[int, ...], leaves: List[Leaf], make_loop=None):
         self.draw = draw
-        self.rank = rank
+        self.blocks = blocks
+        self.rank = len(blocks)
         self.leaves = list(leaves)
         self.make_loop = make_loop      # kernels.py supplies loop leaves; None inside a loop body
 
@@ -284,7 +315,10 @@ class Gen:
         if depth <= 0:
             return self.leaf()
         kinds = ["leaf", "binary", "binary", "binary", "const_binary", "const_binary", "compare", "where",
-                 "unary", "cast", "cast", "math", "reduce", "reduce", "scan", "scan", "fma", "umulhi"]
+                 "unary", "cast", "cast", "math", "reduce", "reduce", "scan", "scan", "fma", "umulhi",
+                 "join_split", "gather"]
+        if self.rank == 2 and self.blocks[0] == self.blocks[1]:
+            kinds.append("trans")
         if self.make_loop is not None:
             kinds.append("loop")
         kind = self.pick(kinds)
@@ -463,6 +497,26 @@ class Gen:
             x = cast(x, D.F32)         # tl.maximum computes bf16 in fp32: the combiner's type would change
         axis = self.draw(st.integers(0, self.rank - 1))
         return Scan(scan_dtype(op, x.dtype), x.shape, op=op, x=x, axis=axis, reverse=self.flag())
+
+    def _trans(self, depth):
+        x = self.ranked(self.expr(depth))
+        return Trans(x.dtype, x.shape[::-1], x=x)
+
+    def _join_split(self, depth):
+        a, b = self.expr(depth), self.expr(depth)
+        dt = D.promote(a.dtype, b.dtype)
+        return JoinSplit(dt, broadcast_shape(a.shape, b.shape), a=cast(a, dt), b=cast(b, dt),
+                         which=self.draw(st.integers(0, 1)))
+
+    def _gather(self, depth):
+        full = (True,) * self.rank
+        src = self.expr(depth)
+        src = src if src.shape == full else Broadcast(src.dtype, full, x=src)
+        axis = self.draw(st.integers(0, self.rank - 1))
+        index = cast(self.as_int(self.expr(depth), allow_bool=False), D.I32)
+        index = binary("%", binary("&", index, const(2 ** 31 - 1)), const(self.blocks[axis]), div_or_mod=True)
+        index = index if index.shape == full else Broadcast(D.I32, full, x=index)
+        return Gather(src.dtype, full, src=src, index=index, axis=axis)
 
     def _loop(self, depth):
         make_loop, self.make_loop = self.make_loop, None     # one loop per kernel, not nested
