@@ -209,6 +209,15 @@ def convert_split(conv, op):
             conv.bind(result, _wrap(piece, was_bool))
 
 
+@handles("tt.unsplat")
+def convert_unsplat(conv, op):
+    """The one element of a tensor<1x...x1> as a scalar (triton's split of two joined scalars)."""
+    value, was_bool = _operand(conv, op.operands[0])
+    zeros = [im.const(0)] * len(shape_of(value.type))
+    element = tensor.ExtractOp(value, zeros).result
+    conv.bind(op.results[0], materialize.narrow_byte(element) if was_bool else element)
+
+
 @handles("tt.cat")
 def convert_cat(conv, op):
     """tl.cat(a, b): a then b along dim 0."""

@@ -128,3 +128,20 @@ def test_gather_of_a_boolean_tensor(target):
     out = torch.empty(16, dtype=torch.bool)
     bool_gather_kernel[(1,)](x, idx, out, BLOCK=16)
     assert torch.equal(out, (x > 0)[idx.long()])
+
+
+@triton.jit
+def scalar_join_split_kernel(x_ptr, out_ptr):
+    # joining two scalars makes a 2-element tensor; splitting it unsplats each half back to a scalar
+    a, b = tl.split(tl.join(tl.load(x_ptr), tl.load(x_ptr + 1)))
+    tl.store(out_ptr, b)
+    tl.store(out_ptr + 1, a)
+    c, d = tl.split(tl.join(tl.load(x_ptr) > 0, tl.load(x_ptr + 1) > 0))
+    tl.store(out_ptr + 2, (c & ~d).to(tl.float32))
+
+
+def test_split_of_joined_scalars(target):
+    x = torch.tensor([1.5, -2.0])
+    out = torch.empty(3)
+    scalar_join_split_kernel[(1,)](x, out)
+    assert out.tolist() == [-2.0, 1.5, 1.0]
