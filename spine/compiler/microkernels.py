@@ -39,13 +39,16 @@ class MicroKernel:
     rows: int          # accumulator rows (MR): A scalars loaded per reduction step
     vectors: int       # accumulator vectors per row (NV): B vectors loaded per reduction step
     fma: bool = True   # fused multiply-add instructions exist (else multiply, then add)
+    a_rows: bool = False  # A panels row by row (broadcasts at constant displacements: x86) instead of
+                          # step by step (the MR scalars of a step at small immediate offsets: RVV)
+    kc: int = 256      # reduction steps per block: a block's KC x NR part of a B panel stays in L1
     unroll: int = 4    # reduction steps per loop iteration
 
 
 MICROKERNELS = {mk.name: mk for mk in (
     MicroKernel("rvv", "RVV 1.0 vfmacc.vf, LMUL 1 (vector length agnostic)", 2, True, 6, 4),
-    MicroKernel("avx512", "AVX-512F vfmadd231ps, 512-bit", 16, False, 14, 2),
-    MicroKernel("avx2", "AVX2 + FMA vfmadd231ps, 256-bit", 8, False, 6, 2),
+    MicroKernel("avx512", "AVX-512F vfmadd231ps, 512-bit", 16, False, 14, 2, a_rows=True),
+    MicroKernel("avx2", "AVX2 + FMA vfmadd231ps, 256-bit", 8, False, 6, 2, a_rows=True),
     MicroKernel("sse", "SSE2 mulps + addps, 128-bit", 4, False, 4, 2, fma=False),
     MicroKernel("portable", "no vector unit: four-lane vectors LLVM splits into scalars", 4, False, 4, 2),
 )}

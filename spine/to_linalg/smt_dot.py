@@ -54,22 +54,37 @@ def _microkernel(op):
 def convert_dot(conv, op):
     (a, a_op), (b, b_op) = _operand(conv.concrete(op.operands[0])), _operand(conv.concrete(op.operands[1]))
     result_type = ir.RankedTensorType(op.results[0].type)
-    m1, n1, m, n = result_type.shape
-    out_element = str(result_type.element_type)
     c_in, c_in_op = (None, None)
     if len(op.operands) == 3:
         c_in, c_in_op = _operand(conv.concrete(op.operands[2]))
-    out_shape = tuple(result_type.shape) if c_in_op is not None and c_in_op.packed else (m1 * m, n1 * n)
-    c_out_op = mk.Operand(out_shape, out_element)
-    spec = mk.PackedMatmul(a_op, b_op, c_out_op, c_in_op, SUM_TYPES[a_op.element], _microkernel(op))
+    kernel, sum_type = _microkernel(op), SUM_TYPES[a_op.element]
+    if c_in is not None and _updates_in_place(op, c_in, c_in_op, result_type):
+        spec = mk.PackedMatmul(a_op, b_op, c_in_op, None, sum_type, kernel, in_place=True)
+        out = bufferization.ToBufferOp(c_in_op.memref_type(), c_in).result
+        _call(conv, spec, [_buffer(a, a_op), _buffer(b, b_op), out])
+        conv.bind(op.results[0], bufferization.ToTensorOp(result_type, out, restrict=True, writable=True).result)
+        return
+    m1, n1, m, n = result_type.shape
+    out_shape = (m1 * m, n1 * n)
+    spec = mk.PackedMatmul(a_op, b_op, mk.Operand(out_shape, str(result_type.element_type)), c_in_op, sum_type,
+                           kernel)
+    out = memref.AllocOp(ir.MemRefType.get(list(out_shape), result_type.element_type), [], [],
+                         alignment=mk.ALIGNMENT).result
+    inputs = [_buffer(a, a_op), _buffer(b, b_op)] + ([_buffer(c_in, c_in_op)] if c_in is not None else [])
+    _call(conv, spec, inputs + [out])
+    product = bufferization.ToTensorOp(ir.RankedTensorType.get(list(out_shape), result_type.element_type), out,
+                                       restrict=True, writable=True).result
+    conv.bind(op.results[0], pack(product, tuple(result_type.shape)))
+
+
+def _updates_in_place(op, c_in: ir.Value, c_in_op: mk.Operand, result_type) -> bool:
+    """Whether the product can be added into the accumulator's own buffer: the accumulator is packed tiles
+    of the result's type (a loop-carried accumulator) that nothing else reads."""
+    return (c_in_op.packed and c_in.type == result_type and len(list(op.operands[2].uses)) == 1)
+
+
+def _call(conv, spec: mk.PackedMatmul, args: list) -> None:
     if spec.name not in conv.declared:
         mk.define(conv.module.body, spec)
         conv.declared[spec.name] = None
-    out = memref.AllocOp(ir.MemRefType.get(list(out_shape), result_type.element_type), [], [],
-                         alignment=mk.ALIGNMENT).result
-    args = [_buffer(a, a_op), _buffer(b, b_op)] + ([_buffer(c_in, c_in_op)] if c_in is not None else [])
-    args.append(memref.CastOp(c_out_op.memref_type(), out).result)
     func.CallOp([], ir.FlatSymbolRefAttr.get(spec.name), args)
-    product = bufferization.ToTensorOp(ir.RankedTensorType.get(list(out_shape), result_type.element_type), out,
-                                       restrict=True, writable=True).result
-    conv.bind(op.results[0], product if len(out_shape) == 4 else pack(product, tuple(result_type.shape)))

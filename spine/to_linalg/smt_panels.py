@@ -1,0 +1,322 @@
+"""Moving data between a packed matmul's operands and its panels (smt_microkernel.py): packing A and B
+into the panels the micro-kernel reads, and writing the accumulator panels back into C.
+
+Panels hold one block of KC reduction steps (k0 .. k0+KC) at a time:
+
+    B panels   Bp[jp][t][0:NR]                 columns jp*NR .. jp*NR+NR of B, zero past N
+    A panels   k-major:   Ap[ip][t][0:MR]      rows ip*MR .. ip*MR+MR of A, zero past M (RVV: the MR
+                                               scalars of one step are next to each other, so each load
+                                               has a small immediate offset from one pointer)
+               row-major: Ap[ip][r][0:KC]      the same rows, row by row (x86: broadcasts address each row
+                                               at a constant displacement; packing is then a plain copy)
+    C panels   Cp[ip][jp][r][0:NR]             in the accumulator type, across all blocks
+
+Every copy runs along columns that are contiguous in both the operand and the panel (within one micro
+tile when the operand is packed), so LLVM vectorises it; values are widened to the accumulator type on
+the way in and converted to C's type on the way out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from mlir import ir
+from mlir.dialects import arith, memref, scf
+
+from . import index_math as im
+
+DYNAMIC_STRIDE = ir.ShapedType.get_dynamic_stride_or_offset()
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A matrix operand as stored: [rows, cols], or packed micro tiles [R1, C1, p0, p1]."""
+    shape: tuple
+    element: str                  # MLIR type text (types are context-bound; text is not)
+
+    @property
+    def packed(self) -> bool:
+        return len(self.shape) == 4
+
+    @property
+    def rows(self) -> int:
+        return self.shape[0] * self.shape[2] if self.packed else self.shape[0]
+
+    @property
+    def cols(self) -> int:
+        return self.shape[1] * self.shape[3] if self.packed else self.shape[1]
+
+    @property
+    def run(self) -> int:
+        """Columns that follow each other in memory along a row (within one micro tile when packed)."""
+        return self.shape[3] if self.packed else self.cols
+
+    def memref_type(self, contiguous: bool = False) -> ir.Type:
+        """Any strides (an operand may be a view of an argument), or row-major (a buffer we allocate)."""
+        rank = len(self.shape)
+        if contiguous:
+            return ir.MemRefType.get(list(self.shape), ir.Type.parse(self.element))
+        layout = ir.StridedLayoutAttr.get(DYNAMIC_STRIDE, [DYNAMIC_STRIDE] * rank)
+        return ir.MemRefType.get(list(self.shape), ir.Type.parse(self.element), layout=layout)
+
+    def at(self, row, col) -> list:
+        """The memref indices of element (row, col); the next columns stay contiguous within a run."""
+        if not self.packed:
+            return [im.as_value(row), im.as_value(col)]
+        p0, p1 = self.shape[2], self.shape[3]
+        return [im.as_value(x) for x in (div(row, p0), div(col, p1), rem(row, p0), rem(col, p1))]
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+def div(x, d: int):
+    if isinstance(x, int):
+        return x // d
+    return x if d == 1 else arith.DivUIOp(x, im.const(d)).result
+
+
+def rem(x, d: int):
+    if isinstance(x, int):
+        return x % d
+    return im.const(0) if d == 1 else arith.RemUIOp(x, im.const(d)).result
+
+
+def add(*terms):
+    total = 0
+    for t in terms:
+        total = im.add(total, t)
+    return im.as_value(total)
+
+
+def mul(a, b):
+    return im.mul(a, b)
+
+
+def loop(lb, ub, step, body: Callable, inits=()) -> list:
+    """scf.for; body(iv, carried) returns the values to carry on (or None)."""
+    op = scf.ForOp(im.as_value(lb), im.as_value(ub), im.as_value(step), list(inits))
+    with ir.InsertionPoint(op.body):
+        scf.YieldOp(list(body(op.induction_variable, list(op.inner_iter_args)) or []))
+    return list(op.results)
+
+
+def float_width(ty: ir.Type) -> int:
+    return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}[str(ty)]
+
+
+def convert(value: ir.Value, to: ir.Type) -> ir.Value:
+    """A scalar converted to another element type (widened, narrowed, or int <-> float)."""
+    source = value.type
+    if source == to:
+        return value
+    src_int, dst_int = isinstance(source, ir.IntegerType), isinstance(to, ir.IntegerType)
+    if src_int and dst_int:
+        op = arith.ExtSIOp if source.width < to.width else arith.TruncIOp
+    elif src_int:
+        op = arith.SIToFPOp
+    elif dst_int:
+        op = arith.FPToSIOp
+    else:
+        op = arith.ExtFOp if float_width(source) < float_width(to) else arith.TruncFOp
+    return op(to, value).result
+
+
+def zero(ty: ir.Type) -> ir.Value:
+    if isinstance(ty, ir.IntegerType):
+        return arith.ConstantOp(ty, 0).result
+    return arith.ConstantOp(ty, 0.0).result
+
+
+def plus(x: ir.Value, y: ir.Value) -> ir.Value:
+    elem = x.type.element_type if isinstance(x.type, ir.VectorType) else x.type
+    return (arith.AddIOp if isinstance(elem, ir.IntegerType) else arith.AddFOp)(x, y).result
+
+
+def column_chunk(operands, nr: ir.Value) -> ir.Value:
+    """Columns moved at a time between operands and a panel: contiguous in all of them and never crossing
+    a panel's edge (micro-tile widths and panel widths are powers of two: the smaller divides the other)."""
+    chunk = nr
+    for operand in operands:
+        if operand is not None and operand.packed:
+            chunk = arith.MinUIOp(im.const(operand.run), chunk).result
+    return chunk
+
+
+def fill(dst, start, step: int, count, value: ir.Value) -> None:
+    """dst[start + t * step] = value for t < count."""
+    def one(t, _):
+        memref.StoreOp(value, dst, [add(start, mul(t, step))])
+    loop(0, count, 1, one)
+
+
+@dataclass(frozen=True)
+class Run:
+    """`count` consecutive elements src[at, with its last index + t] of a row. Operands arrive with run-time
+    strides (views of kernel arguments) and LLVM vectorises a copy only where it knows the stride is one,
+    so each run is also seen through a unit-stride view, valid where `unit` holds (tested once per run)."""
+    src: ir.Value
+    at: list
+    view: Optional[ir.Value] = None     # None: src is row-major already
+    unit: Optional[ir.Value] = None     # i1: the last dimension has unit stride
+
+    def load(self, t, fast: bool) -> ir.Value:
+        if fast and self.view is not None:
+            return memref.LoadOp(self.view, [t]).result
+        return memref.LoadOp(self.src, self.at[:-1] + [add(self.at[-1], t)]).result
+
+    def store(self, value: ir.Value, t, fast: bool) -> None:
+        if fast and self.view is not None:
+            memref.StoreOp(value, self.view, [t])
+        else:
+            memref.StoreOp(value, self.src, self.at[:-1] + [add(self.at[-1], t)])
+
+
+def run_of(src, at: list, count) -> Run:
+    if not isinstance(ir.MemRefType(src.type).layout, ir.StridedLayoutAttr):
+        return Run(src, at)
+    meta = memref.ExtractStridedMetadataOp(src)
+    rank = len(at)
+    offset, strides = meta.results[1], list(meta.results[2 + rank:])
+    start = add(offset, *[arith.MulIOp(i, st).result for i, st in zip(at, strides)])
+    unit = arith.CmpIOp(arith.CmpIPredicate.eq, strides[-1], im.const(1)).result
+    dynamic = ir.ShapedType.get_dynamic_size()
+    view_type = ir.MemRefType.get([dynamic], ir.MemRefType(src.type).element_type,
+                                  layout=ir.StridedLayoutAttr.get(DYNAMIC_STRIDE, [1]))
+    view = memref.ReinterpretCastOp(view_type, meta.results[0], [start], [im.as_value(count)], [],
+                                    ir.DenseI64ArrayAttr.get([DYNAMIC_STRIDE]), ir.DenseI64ArrayAttr.get([dynamic]),
+                                    ir.DenseI64ArrayAttr.get([1])).result
+    return Run(src, at, view, unit)
+
+
+def versioned(runs, body: Callable[[bool], None]) -> None:
+    """body(True) where every run has unit stride, body(False) otherwise."""
+    units = [r.unit for r in runs if r is not None and r.unit is not None]
+    if not units:
+        body(True)
+        return
+    condition = units[0]
+    for unit in units[1:]:
+        condition = arith.AndIOp(condition, unit).result
+    branch = scf.IfOp(condition, has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        body(True)
+        scf.YieldOp([])
+    with ir.InsertionPoint(branch.else_block):
+        body(False)
+        scf.YieldOp([])
+
+
+def copy_run(src, src_at: list, dst, dst_start, count, acc: ir.Type) -> None:
+    """dst[dst_start + t] = src[src_at, last index + t] for t < count, widened to acc."""
+    run = run_of(src, src_at, count)
+
+    def copy(fast: bool):
+        def one(t, _):
+            memref.StoreOp(convert(run.load(t, fast), acc), dst, [add(dst_start, t)])
+        loop(0, count, 1, one)
+    versioned([run], copy)
+
+
+# ----------------------------------------------------------------------------------------- B panels
+
+def pack_b(b_op: Operand, b, bp, nr: ir.Value, panels_n: ir.Value, k0, steps: int, kc: int,
+           acc: ir.Type) -> None:
+    """Bp[(jp * KC + t) * NR + c] = B[k0 + t, jp * NR + c] for t < steps, zero past N."""
+    n = b_op.cols
+    chunk = column_chunk([b_op], nr)
+    padded = arith.MulIOp(panels_n, nr).result
+
+    def row(t, _):
+        def piece(col0, _):
+            panel = arith.DivUIOp(col0, nr).result
+            dst = add(mul(add(mul(panel, kc), t), nr), arith.RemUIOp(col0, nr).result)
+            valid = arith.MinSIOp(arith.MaxSIOp(arith.SubIOp(im.const(n), col0).result, im.const(0)).result,
+                                  chunk).result
+            copy_run(b, b_op.at(add(k0, t), col0), bp, dst, valid, acc)
+            fill(bp, add(dst, valid), 1, arith.SubIOp(chunk, valid).result, zero(acc))
+        loop(0, padded, chunk, piece)
+    loop(0, steps, 1, row)
+
+
+# ----------------------------------------------------------------------------------------- A panels
+
+def pack_a_k_major(a_op: Operand, a, ap, mr: int, k0, steps: int, kc: int, acc: ir.Type) -> None:
+    """Ap[(ip * KC + t) * MR + r] = A[ip * MR + r, k0 + t] for t < steps, zero past M. The MR rows are
+    copied together, one column at a time: an interleaved store (RVV: a segment store)."""
+    length = min(a_op.run, steps) if a_op.packed else steps
+
+    def panel(ip, rows: int) -> None:
+        def piece(t0, _):
+            runs = [run_of(a, a_op.at(add(mul(ip, mr), r), add(k0, t0)), im.const(length)) for r in range(rows)]
+
+            def copy(fast: bool):
+                def column(t, _):
+                    base = add(mul(add(mul(ip, kc), t0, t), mr))
+                    for r in range(mr):
+                        value = convert(runs[r].load(t, fast), acc) if r < rows else zero(acc)
+                        memref.StoreOp(value, ap, [add(base, r)])
+                loop(0, length, 1, column)
+            versioned(runs[:1], copy)
+        loop(0, steps, length, piece)
+    _each_panel(a_op.rows, mr, panel)
+
+
+def pack_a_rows(a_op: Operand, a, ap, mr: int, k0, steps: int, kc: int, acc: ir.Type) -> None:
+    """Ap[(ip * MR + r) * KC + t] = A[ip * MR + r, k0 + t] for t < steps, zero past M."""
+    m = a_op.rows
+    run = min(a_op.run, steps) if a_op.packed else steps
+
+    def row(i, _):
+        def piece(t0, _):
+            copy_run(a, a_op.at(i, add(k0, t0)), ap, add(mul(i, kc), t0), im.const(run), acc)
+        loop(0, steps, run, piece)
+    loop(0, m, 1, row)
+    padded_rows = -(-m // mr) * mr
+    if padded_rows > m:
+        loop(m, padded_rows, 1, lambda i, _: fill(ap, mul(i, kc), 1, im.const(steps), zero(acc)))
+
+
+def _each_panel(m: int, mr: int, panel: Callable) -> None:
+    """panel(ip, rows) for the full panels (in a loop) and the partial last one."""
+    full = m // mr
+    if full:
+        loop(0, full, 1, lambda ip, _: panel(ip, mr))
+    if m % mr:
+        panel(im.const(full), m % mr)
+
+
+# ----------------------------------------------------------------------------------------- C panels
+
+def write_back(c_out_op: Operand, c_out, c_in_op: Optional[Operand], c_in, cp, mr: int, nr: ir.Value,
+               panels_n: ir.Value, acc: ir.Type, in_place: bool = False) -> None:
+    """C_out[row, col] = Cp[ip][jp][r][c] (+ C_in[row, col], or + C_out[row, col] in place) for every row < M
+    and col < N."""
+    m, n = c_out_op.rows, c_out_op.cols
+    out_type = ir.Type.parse(c_out_op.element)
+    chunk = column_chunk([c_out_op, c_in_op], nr)
+
+    def row(i, _):
+        ip, r = arith.DivUIOp(i, im.const(mr)).result, arith.RemUIOp(i, im.const(mr)).result
+
+        def panel(jp, _):
+            col0 = arith.MulIOp(jp, nr).result
+            end = arith.MinUIOp(arith.AddIOp(col0, nr).result, im.const(n)).result
+            first = mul(add(mul(add(mul(ip, panels_n), jp), mr), r), nr)
+
+            def piece(col, _):
+                count = arith.MinUIOp(arith.SubIOp(end, col).result, chunk).result
+                source = add(first, arith.SubIOp(col, col0).result)
+                out = run_of(c_out, c_out_op.at(i, col), count)
+                old = out if in_place else run_of(c_in, c_in_op.at(i, col), count) if c_in_op else None
+
+                def copy(fast: bool):
+                    def one(t, _):
+                        value = memref.LoadOp(cp, [add(source, t)]).result
+                        if old is not None:
+                            value = plus(value, convert(old.load(t, fast), acc))
+                        out.store(convert(value, out_type), t, fast)
+                    loop(0, count, 1, one)
+                versioned([out, old], copy)
+            loop(col0, end, chunk, piece)
+        loop(0, panels_n, 1, panel)
+    loop(0, m, 1, row)
