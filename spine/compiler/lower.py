@@ -22,10 +22,14 @@ BUFFERIZE = ",".join([
     "func.func(buffer-loop-hoisting)",
 ])
 DEALLOCATE = "buffer-deallocation-pipeline"
+# Every expansion math-expand-ops has except fma's, which would split math.fma into a multiply and an add
+# rounded twice: LLVM emits fused multiply-adds (or the C library's fma) for it.
+EXPANDED_MATH_OPS = ("ctlz", "sinh", "cosh", "tan", "tanh", "asinh", "acosh", "atanh", "ceil", "exp2", "powf",
+                     "fpowi", "round", "roundeven", "rsqrt")
 TO_LOOPS = ",".join([
     "convert-linalg-to-loops",
     "math-extend-to-supported-types",
-    "math-expand-ops",
+    f"math-expand-ops{{ops={','.join(EXPANDED_MATH_OPS)}}}",
 ])
 # bf16 arithmetic in f32, and bf16 conversions as integer ops: LLVM would otherwise call compiler-rt's
 # __truncsfbf2 (zig's compiler-rt has no bf16 helpers). Only for kernels with bf16: arith-expand also

@@ -14,7 +14,8 @@ Where each TTIR op is handled:
     tt.atomic_rmw, tt.atomic_cas                                 atomics.py
     scf.for, scf.if, scf.while                                   control_flow.py
     cf.br, cf.cond_br (early returns), scf.execute_region        branches.py (then lifted into scf)
-    tt.extern_elementwise (libdevice)                            extern.py
+    tt.extern_elementwise (libdevice)                            extern.py (expansions: directed_rounding.py,
+                                                                 special_functions.py, bit_ops.py)
     tt.print, tt.assert                                          debug_ops.py
     proton.record (profiler scopes in kernels)                   proton_record.py
     arith.*, math.*                                              arith.py

@@ -38,6 +38,7 @@ from mlir.dialects import arith
 from mlir.dialects import math as math_d
 
 from ..errors import SpineCompilationError
+from . import elementwise as ew
 from .math import f64_to_f32_odd
 
 F8_TYPE = re.compile(r"f8E[0-9]M[0-9][A-Z0-9]*")
@@ -113,58 +114,44 @@ def as_bytes_type(ty: ir.Type) -> ir.Type:
 
 # ------------------------------------------------------------------------------------------ builders
 
-def _like(value: ir.Value, elem: ir.Type) -> ir.Type:
-    if isinstance(value.type, ir.RankedTensorType):
-        return ir.RankedTensorType.get(list(ir.RankedTensorType(value.type).shape), elem)
-    return elem
-
-
-def _const(like: ir.Type, value) -> ir.Value:
-    elem = like.element_type if isinstance(like, ir.RankedTensorType) else like
-    attr = ir.FloatAttr.get(elem, value) if isinstance(elem, ir.FloatType) else ir.IntegerAttr.get(elem, value)
-    if isinstance(like, ir.RankedTensorType):
-        attr = ir.DenseElementsAttr.get_splat(like, attr)
-    return arith.ConstantOp(like, attr).result
-
-
 def _i32(): return ir.IntegerType.get_signless(32)
 def _f32(): return ir.F32Type.get()
 
 
 def _pow2(k: ir.Value) -> ir.Value:
     """2^k as f32 for i32 k in the normal exponent range, from the exponent bits."""
-    bits = arith.ShLIOp(arith.AddIOp(k, _const(k.type, 127)).result, _const(k.type, 23)).result
-    return arith.BitcastOp(_like(k, _f32()), bits).result
+    bits = arith.ShLIOp(arith.AddIOp(k, ew.const(k.type, 127)).result, ew.const(k.type, 23)).result
+    return arith.BitcastOp(ew.like(k, _f32()), bits).result
 
 
 def _eq(a: ir.Value, value: int) -> ir.Value:
-    return arith.CmpIOp(arith.CmpIPredicate.eq, a, _const(a.type, value)).result
+    return arith.CmpIOp(arith.CmpIPredicate.eq, a, ew.const(a.type, value)).result
 
 
 def decode(bits: ir.Value, fmt: Format) -> ir.Value:
     """The f32 value of fp8 codes (i8, scalar or tensor), exactly."""
-    i32 = _like(bits, _i32())
+    i32 = ew.like(bits, _i32())
     u = arith.ExtUIOp(i32, bits).result
     m_bits = fmt.mantissa_bits
-    sign = arith.ShRUIOp(u, _const(i32, 7)).result
-    exponent = arith.AndIOp(arith.ShRUIOp(u, _const(i32, m_bits)).result, _const(i32, fmt.exponent_mask)).result
-    mantissa = arith.AndIOp(u, _const(i32, (1 << m_bits) - 1)).result
+    sign = arith.ShRUIOp(u, ew.const(i32, 7)).result
+    exponent = arith.AndIOp(arith.ShRUIOp(u, ew.const(i32, m_bits)).result, ew.const(i32, fmt.exponent_mask)).result
+    mantissa = arith.AndIOp(u, ew.const(i32, (1 << m_bits) - 1)).result
     subnormal = _eq(exponent, 0)
     significand = arith.SelectOp(subnormal, mantissa,
-                                 arith.OrIOp(mantissa, _const(i32, 1 << m_bits)).result).result
-    scale = arith.SubIOp(arith.SelectOp(subnormal, _const(i32, 1), exponent).result,
-                         _const(i32, fmt.bias + m_bits)).result
-    magnitude = arith.MulFOp(arith.SIToFPOp(_like(bits, _f32()), significand).result, _pow2(scale)).result
+                                 arith.OrIOp(mantissa, ew.const(i32, 1 << m_bits)).result).result
+    scale = arith.SubIOp(arith.SelectOp(subnormal, ew.const(i32, 1), exponent).result,
+                         ew.const(i32, fmt.bias + m_bits)).result
+    magnitude = arith.MulFOp(arith.SIToFPOp(ew.like(bits, _f32()), significand).result, _pow2(scale)).result
     negative = _eq(sign, 1)
     value = arith.SelectOp(negative, arith.NegFOp(magnitude).result, magnitude).result
     f32 = value.type
-    nan = _const(f32, float("nan"))
+    nan = ew.const(f32, float("nan"))
     if fmt.specials == "ieee":
         top = _eq(exponent, fmt.exponent_mask)
-        inf = arith.SelectOp(negative, _const(f32, float("-inf")), _const(f32, float("inf"))).result
+        inf = arith.SelectOp(negative, ew.const(f32, float("-inf")), ew.const(f32, float("inf"))).result
         value = arith.SelectOp(top, arith.SelectOp(_eq(mantissa, 0), inf, nan).result, value).result
     elif fmt.specials == "fn":
-        value = arith.SelectOp(_eq(arith.AndIOp(u, _const(i32, 0x7F)).result, 0x7F), nan, value).result
+        value = arith.SelectOp(_eq(arith.AndIOp(u, ew.const(i32, 0x7F)).result, 0x7F), nan, value).result
     else:
         value = arith.SelectOp(_eq(u, 0x80), nan, value).result
     return value
@@ -174,21 +161,21 @@ def encode(x: ir.Value, fmt: Format, rounding: int = RTNE, saturate_inf: bool = 
     """f32 values (scalar or tensor) as codes of `fmt` (i8, or i16 for F16), rounded to nearest even or
     toward zero. Finite values beyond the range saturate to the largest finite value, and so do
     infinities unless `saturate_inf` is off (then an IEEE format keeps them)."""
-    i32 = _like(x, _i32())
+    i32 = ew.like(x, _i32())
     f32 = x.type
     m_bits = fmt.mantissa_bits
     bits = arith.BitcastOp(i32, x).result
-    sign = arith.ShRUIOp(bits, _const(i32, 31)).result
-    clamped = arith.MinNumFOp(math_d.AbsFOp(x).result, _const(f32, fmt.max_finite)).result
+    sign = arith.ShRUIOp(bits, ew.const(i32, 31)).result
+    clamped = arith.MinNumFOp(math_d.AbsFOp(x).result, ew.const(f32, fmt.max_finite)).result
     # The exponent the result will have (that of the smallest normal for values below it) ...
-    unbiased = arith.SubIOp(arith.ShRUIOp(arith.BitcastOp(i32, clamped).result, _const(i32, 23)).result,
-                            _const(i32, 127)).result
-    exponent = arith.MaxSIOp(unbiased, _const(i32, 1 - fmt.bias)).result
+    unbiased = arith.SubIOp(arith.ShRUIOp(arith.BitcastOp(i32, clamped).result, ew.const(i32, 23)).result,
+                            ew.const(i32, 127)).result
+    exponent = arith.MaxSIOp(unbiased, ew.const(i32, 1 - fmt.bias)).result
     # ... fixes the quantum: the value in units of it is below 2^(M+1), rounded to an integer exactly by
     # f32 arithmetic (adding 2^23 rounds to nearest even) or by floor.
-    units = arith.MulFOp(clamped, _pow2(arith.SubIOp(_const(i32, m_bits), exponent).result)).result
+    units = arith.MulFOp(clamped, _pow2(arith.SubIOp(ew.const(i32, m_bits), exponent).result)).result
     if rounding == RTNE:
-        big = _const(f32, 2.0 ** 23)
+        big = ew.const(f32, 2.0 ** 23)
         rounded = arith.SubFOp(arith.AddFOp(units, big).result, big).result
     elif rounding == RTZ:
         rounded = math_d.FloorOp(units).result
@@ -197,53 +184,49 @@ def encode(x: ir.Value, fmt: Format, rounding: int = RTNE, saturate_inf: bool = 
     significand = arith.FPToSIOp(i32, rounded).result
     # ((exponent + bias - 1) << M) + significand places normals (significand >= 2^M, a carry to 2^(M+1)
     # included) and subnormals (exponent = 1 - bias) alike.
-    code = arith.AddIOp(arith.ShLIOp(arith.AddIOp(exponent, _const(i32, fmt.bias - 1)).result,
-                                     _const(i32, m_bits)).result, significand).result
-    signed = arith.OrIOp(code, arith.ShLIOp(sign, _const(i32, fmt.width - 1)).result).result
+    code = arith.AddIOp(arith.ShLIOp(arith.AddIOp(exponent, ew.const(i32, fmt.bias - 1)).result,
+                                     ew.const(i32, m_bits)).result, significand).result
+    signed = arith.OrIOp(code, arith.ShLIOp(sign, ew.const(i32, fmt.width - 1)).result).result
     if fmt.specials == "fnuz":
         signed = arith.SelectOp(_eq(code, 0), code, signed).result        # no negative zero
     is_nan = arith.CmpFOp(arith.CmpFPredicate.UNO, x, x).result
-    nan = _const(i32, fmt.nan_code)
+    nan = ew.const(i32, fmt.nan_code)
     if fmt.specials != "fnuz":
-        nan = arith.OrIOp(nan, arith.ShLIOp(sign, _const(i32, fmt.width - 1)).result).result
+        nan = arith.OrIOp(nan, arith.ShLIOp(sign, ew.const(i32, fmt.width - 1)).result).result
     result = arith.SelectOp(is_nan, nan, signed).result
     if not saturate_inf and fmt.specials == "ieee":
-        is_inf = arith.CmpFOp(arith.CmpFPredicate.OEQ, math_d.AbsFOp(x).result, _const(f32, float("inf"))).result
-        inf = arith.OrIOp(_const(i32, fmt.exponent_mask << m_bits),
-                          arith.ShLIOp(sign, _const(i32, fmt.width - 1)).result).result
+        is_inf = arith.CmpFOp(arith.CmpFPredicate.OEQ, math_d.AbsFOp(x).result, ew.const(f32, float("inf"))).result
+        inf = arith.OrIOp(ew.const(i32, fmt.exponent_mask << m_bits),
+                          arith.ShLIOp(sign, ew.const(i32, fmt.width - 1)).result).result
         result = arith.SelectOp(is_inf, inf, result).result
-    return arith.TruncIOp(_like(x, ir.IntegerType.get_signless(fmt.width)), result).result
+    return arith.TruncIOp(ew.like(x, ir.IntegerType.get_signless(fmt.width)), result).result
 
 
 # ------------------------------------------------------------------------ conversions between floats
 
-def _elem(value: ir.Value) -> ir.Type:
-    return value.type.element_type if isinstance(value.type, ir.RankedTensorType) else value.type
-
-
 def to_f32(x: ir.Value, rounding: int = RTNE) -> ir.Value:
     """A standard float as f32: exact from narrower types; from f64 rounded to odd (so that the next
     rounding is exact) or, for round-toward-zero, truncated."""
-    elem = _elem(x)
+    elem = ew.element_of(x)
     if isinstance(elem, ir.F32Type):
         return x
     if isinstance(elem, ir.F64Type):
         return f64_to_f32_odd(x) if rounding == RTNE else _f64_to_f32_toward_zero(x)
-    return arith.ExtFOp(_like(x, _f32()), x).result
+    return arith.ExtFOp(ew.like(x, _f32()), x).result
 
 
 def _f64_to_f32_toward_zero(x: ir.Value) -> ir.Value:
-    t = arith.TruncFOp(_like(x, _f32()), x).result
+    t = arith.TruncFOp(ew.like(x, _f32()), x).result
     back = arith.ExtFOp(x.type, t).result
     away = arith.CmpFOp(arith.CmpFPredicate.OGT, math_d.AbsFOp(back).result, math_d.AbsFOp(x).result).result
-    bits = arith.BitcastOp(_like(x, _i32()), t).result
-    toward = arith.BitcastOp(t.type, arith.SubIOp(bits, _const(bits.type, 1)).result).result
+    bits = arith.BitcastOp(ew.like(x, _i32()), t).result
+    toward = arith.BitcastOp(t.type, arith.SubIOp(bits, ew.const(bits.type, 1)).result).result
     return arith.SelectOp(away, toward, t).result        # a magnitude one step down (inf → largest finite)
 
 
 def from_f32(x: ir.Value, target: ir.Type) -> ir.Value:
     """f32 values that `target` (a standard float type) represents exactly, in that type."""
-    like = _like(x, target)
+    like = ew.like(x, target)
     if isinstance(target, ir.F32Type):
         return x
     if isinstance(target, ir.F64Type):
@@ -257,16 +240,16 @@ def _toward_zero(x: ir.Value, target: ir.Type) -> ir.Value:
     if isinstance(target, ir.F32Type):
         return x32
     if isinstance(target, ir.F16Type):
-        return arith.BitcastOp(_like(x, target), encode(x32, F16, RTZ, saturate_inf=False)).result
+        return arith.BitcastOp(ew.like(x, target), encode(x32, F16, RTZ, saturate_inf=False)).result
     if isinstance(target, ir.BF16Type):
-        i32 = _like(x, _i32())
+        i32 = ew.like(x, _i32())
         bits = arith.BitcastOp(i32, x32).result
-        truncated = arith.ShRUIOp(bits, _const(i32, 16)).result
-        quiet = arith.OrIOp(truncated, _const(i32, 0x40)).result        # a NaN stays a NaN
+        truncated = arith.ShRUIOp(bits, ew.const(i32, 16)).result
+        quiet = arith.OrIOp(truncated, ew.const(i32, 0x40)).result        # a NaN stays a NaN
         is_nan = arith.CmpFOp(arith.CmpFPredicate.UNO, x32, x32).result
-        half = arith.TruncIOp(_like(x, ir.IntegerType.get_signless(16)),
+        half = arith.TruncIOp(ew.like(x, ir.IntegerType.get_signless(16)),
                               arith.SelectOp(is_nan, quiet, truncated).result).result
-        return arith.BitcastOp(_like(x, target), half).result
+        return arith.BitcastOp(ew.like(x, target), half).result
     raise SpineCompilationError(f"unsupported round-toward-zero conversion to {target}")
 
 
@@ -339,7 +322,7 @@ def _rewrite_op(item: _Pending) -> None:
     with ir.InsertionPoint(op), op.location:
         name = op.name
         if name == "arith.constant":
-            result = encode(_const(_like(op.results[0], _f32()), item.constant), item.result_formats[0])
+            result = encode(ew.const(ew.like(op.results[0], _f32()), item.constant), item.result_formats[0])
             _replace(op, [result])
         elif name == "tt.fp_to_fp":
             _replace(op, [_convert(op, item)])
@@ -373,7 +356,7 @@ def _convert(op, item: _Pending) -> ir.Value:
     if rounding == RTZ:
         return _toward_zero(x, target_elem)
     # Round to nearest even between standard floats: what truncf/extf do.
-    source_width = _elem(x).width
+    source_width = ew.element_of(x).width
     if target_elem.width < source_width:
         return arith.TruncFOp(target_type, x).result
     return arith.ExtFOp(target_type, x).result if target_elem.width > source_width else x
@@ -390,7 +373,7 @@ def _decode_dot_operands(op, item: _Pending) -> None:
 def _compute_in_f32(op, item: _Pending) -> None:
     """An arith/math op on fp8 values, done in f32 and rounded back (to nearest even) into fp8."""
     operands = [decode(v, fmt) if fmt else v for v, fmt in zip(op.operands, item.operand_formats)]
-    result_types = [_like(operands[0], _f32()) if fmt else ty
+    result_types = [ew.like(operands[0], _f32()) if fmt else ty
                     for ty, fmt in zip(item.result_types, item.result_formats)]
     attributes = {}
     for attr in ("predicate", "fastmath"):
