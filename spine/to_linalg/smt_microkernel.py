@@ -99,6 +99,11 @@ class _Plan:
         return min(max(1, self.kernel.kc // run) * run, self.k)
 
     @property
+    def padded_n(self) -> ir.Value:
+        """Columns of the C panels: N rounded up to whole B panels."""
+        return arith.MulIOp(self.panels_n, self.nr).result
+
+    @property
     def panels_m(self) -> int:
         return -(-self.spec.a.rows // self.mr)
 
@@ -159,14 +164,14 @@ def _body(spec: PackedMatmul, a, b, c_in, c_out) -> None:
     on_stack = _panel_bytes(plan) <= STACK_PANEL_BYTES
     bp = _alloc(mul(mul(panels_n, nr), kc), acc, on_stack)
     ap = _alloc(plan.panels_m * mr * kc, acc, on_stack)
-    cp = _alloc(mul(mul(panels_n, nr), plan.panels_m * mr), acc, on_stack)
+    cp = _alloc(mul(mul(panels_n, nr), plan.panels_m * mr), acc, on_stack)     # C, rows padded to panels
     plan = _Plan(spec, acc, vtype, vl, nr, panels_n, ap, bp, cp)
     full, tail = divmod(plan.k, kc)
     if full:
         loop(0, full, 1, lambda kb, _: _k_block(plan, a, b, kb, kc, _is_zero(kb)))
     if tail:
         _k_block(plan, a, b, im.const(full), tail, full == 0)
-    panels.write_back(spec.c_out, c_out, spec.c_in, c_in, cp, mr, nr, panels_n, acc, spec.in_place)
+    panels.write_back(spec.c_out, c_out, spec.c_in, c_in, cp, plan.padded_n, acc, spec.in_place)
 
 
 def _is_zero(index: ir.Value) -> ir.Value:
@@ -176,7 +181,8 @@ def _is_zero(index: ir.Value) -> ir.Value:
 def _k_block(plan: _Plan, a, b, kb, steps: int, first) -> None:
     """`steps` reduction steps from kb * KC: pack them, then run every (B panel, A panel) pair."""
     spec, k0 = plan.spec, mul(kb, plan.kc)
-    panels.pack_b(spec.b, b, plan.bp, plan.nr, plan.panels_n, k0, steps, plan.kc, plan.acc)
+    panels.pack_b(spec.b, b, plan.bp, plan.nr, plan.panels_n, k0, steps, plan.kc,
+                  vector_type(plan.kernel, plan.acc, plan.nv))
     pack_a = panels.pack_a_rows if plan.kernel.a_rows else panels.pack_a_k_major
     pack_a(spec.a, a, plan.ap, plan.mr, k0, steps, plan.kc, plan.acc)
 
@@ -192,7 +198,7 @@ def _k_block(plan: _Plan, a, b, kb, steps: int, first) -> None:
 def _tile(plan: _Plan, ip, jp, steps: int, first) -> None:
     """One MR x NR block of C for one block of reduction steps, held in MR x NV vector registers."""
     kc = plan.kc
-    c_at = mul(add(mul(ip, plan.panels_n), jp), plan.mr)           # row (ip, jp, 0) of the C panels
+    c_at = (mul(ip, plan.mr), mul(jp, plan.nr))                    # the block's first row and column
     accs = _initial(plan, c_at, first)
     if plan.kernel.a_rows:
         a_base, a_step, a_row = mul(ip, plan.mr * kc), 1, kc
@@ -219,8 +225,10 @@ def _tile(plan: _Plan, ip, jp, steps: int, first) -> None:
 
 
 def _c_index(plan: _Plan, c_at, i: int) -> ir.Value:
+    """Where accumulator i (row r, vector v) of the block at c_at lives in the C panels."""
     r, v = divmod(i, plan.nv)
-    return add(mul(add(c_at, r), plan.nr), mul(v, plan.vl))
+    row, col = c_at
+    return add(mul(add(row, r), plan.padded_n), col, mul(v, plan.vl))
 
 
 def _initial(plan: _Plan, c_at, first) -> list:

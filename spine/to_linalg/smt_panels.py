@@ -9,7 +9,8 @@ Panels hold one block of KC reduction steps (k0 .. k0+KC) at a time:
                                                has a small immediate offset from one pointer)
                row-major: Ap[ip][r][0:KC]      the same rows, row by row (x86: broadcasts address each row
                                                at a constant displacement; packing is then a plain copy)
-    C panels   Cp[ip][jp][r][0:NR]             in the accumulator type, across all blocks
+    C panels   Cp[row][0:padded N]             C in the accumulator type, rows and columns padded to whole
+                                               panels, across all blocks
 
 Every copy runs along columns that are contiguous in both the operand and the panel (within one micro
 tile when the operand is packed), so LLVM vectorises it; values are widened to the accumulator type on
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from mlir import ir
-from mlir.dialects import arith, memref, scf
+from mlir.dialects import arith, memref, scf, vector
 
 from . import index_math as im
 
@@ -105,10 +106,13 @@ def float_width(ty: ir.Type) -> int:
 
 
 def convert(value: ir.Value, to: ir.Type) -> ir.Value:
-    """A scalar converted to another element type (widened, narrowed, or int <-> float)."""
-    source = value.type
+    """A scalar or vector converted to another element type `to` (widened, narrowed, or int <-> float)."""
+    is_vector = isinstance(value.type, ir.VectorType)
+    source = ir.VectorType(value.type).element_type if is_vector else value.type
     if source == to:
         return value
+    result = ir.VectorType.get(ir.VectorType(value.type).shape, to,
+                               scalable=ir.VectorType(value.type).scalable_dims) if is_vector else to
     src_int, dst_int = isinstance(source, ir.IntegerType), isinstance(to, ir.IntegerType)
     if src_int and dst_int:
         op = arith.ExtSIOp if source.width < to.width else arith.TruncIOp
@@ -118,7 +122,7 @@ def convert(value: ir.Value, to: ir.Type) -> ir.Value:
         op = arith.FPToSIOp
     else:
         op = arith.ExtFOp if float_width(source) < float_width(to) else arith.TruncFOp
-    return op(to, value).result
+    return op(result, value).result
 
 
 def zero(ty: ir.Type) -> ir.Value:
@@ -220,22 +224,43 @@ def copy_run(src, src_at: list, dst, dst_start, count, acc: ir.Type) -> None:
 # ----------------------------------------------------------------------------------------- B panels
 
 def pack_b(b_op: Operand, b, bp, nr: ir.Value, panels_n: ir.Value, k0, steps: int, kc: int,
-           acc: ir.Type) -> None:
-    """Bp[(jp * KC + t) * NR + c] = B[k0 + t, jp * NR + c] for t < steps, zero past N."""
+           group: ir.Type) -> None:
+    """Bp[(jp * KC + t) * NR + c] = B[k0 + t, jp * NR + c] for t < steps, zero past N: panel by panel. A panel
+    row that is whole and contiguous in B is one vector load and store of `group` (NR lanes); others are
+    copied in runs."""
     n = b_op.cols
+    acc = ir.VectorType(group).element_type
     chunk = column_chunk([b_op], nr)
-    padded = arith.MulIOp(panels_n, nr).result
+    whole_rows = arith.CmpIOp(arith.CmpIPredicate.eq, chunk, nr).result if b_op.packed else None
 
-    def row(t, _):
-        def piece(col0, _):
-            panel = arith.DivUIOp(col0, nr).result
-            dst = add(mul(add(mul(panel, kc), t), nr), arith.RemUIOp(col0, nr).result)
-            valid = arith.MinSIOp(arith.MaxSIOp(arith.SubIOp(im.const(n), col0).result, im.const(0)).result,
-                                  chunk).result
-            copy_run(b, b_op.at(add(k0, t), col0), bp, dst, valid, acc)
-            fill(bp, add(dst, valid), 1, arith.SubIOp(chunk, valid).result, zero(acc))
-        loop(0, padded, chunk, piece)
-    loop(0, steps, 1, row)
+    def panel(jp, _):
+        col0 = arith.MulIOp(jp, nr).result
+        valid = arith.MinUIOp(arith.SubIOp(im.const(n), col0).result, nr).result
+        whole = arith.CmpIOp(arith.CmpIPredicate.eq, valid, nr).result
+        if whole_rows is not None:
+            whole = arith.AndIOp(whole, whole_rows).result
+
+        def row(t, _):
+            dst = mul(add(mul(jp, kc), t), nr)
+            run = run_of(b, b_op.at(add(k0, t), col0), nr)
+            fast = whole if run.unit is None else arith.AndIOp(whole, run.unit).result
+            branch = scf.IfOp(fast, has_else=True)
+            with ir.InsertionPoint(branch.then_block):
+                source = run.view if run.view is not None else b
+                at = [im.const(0)] if run.view is not None else run.at
+                elements = ir.VectorType.get(ir.VectorType(group).shape, ir.MemRefType(b.type).element_type,
+                                             scalable=ir.VectorType(group).scalable_dims)
+                vector.StoreOp(convert(vector.LoadOp(elements, source, at).result, acc), bp, [dst])
+                scf.YieldOp([])
+            with ir.InsertionPoint(branch.else_block):
+                def piece(c0, _):
+                    count = arith.MinUIOp(arith.SubIOp(valid, c0).result, chunk).result
+                    copy_run(b, b_op.at(add(k0, t), add(col0, c0)), bp, add(dst, c0), count, acc)
+                loop(0, valid, chunk, piece)
+                fill(bp, add(dst, valid), 1, arith.SubIOp(nr, valid).result, zero(acc))
+                scf.YieldOp([])
+        loop(0, steps, 1, row)
+    loop(0, panels_n, 1, panel)
 
 
 # ----------------------------------------------------------------------------------------- A panels
@@ -287,36 +312,40 @@ def _each_panel(m: int, mr: int, panel: Callable) -> None:
 
 # ----------------------------------------------------------------------------------------- C panels
 
-def write_back(c_out_op: Operand, c_out, c_in_op: Optional[Operand], c_in, cp, mr: int, nr: ir.Value,
-               panels_n: ir.Value, acc: ir.Type, in_place: bool = False) -> None:
-    """C_out[row, col] = Cp[ip][jp][r][c] (+ C_in[row, col], or + C_out[row, col] in place) for every row < M
-    and col < N."""
-    m, n = c_out_op.rows, c_out_op.cols
+def write_back(c_out_op: Operand, c_out, c_in_op: Optional[Operand], c_in, cp, padded_n: ir.Value, acc: ir.Type,
+               in_place: bool = False) -> None:
+    """C_out[row, col] = Cp[row * padded_n + col] (+ C_in[row, col], or + C_out[row, col] in place) for every
+    row < M and col < N, in C_out's own memory order: micro tile by micro tile when it is packed, each tile
+    row one run (a whole row when it is a matrix)."""
     out_type = ir.Type.parse(c_out_op.element)
-    chunk = column_chunk([c_out_op, c_in_op], nr)
+    p0, p1 = (c_out_op.shape[2], c_out_op.shape[3]) if c_out_op.packed else (1, c_out_op.cols)
+    tiles = (c_out_op.shape[0], c_out_op.shape[1]) if c_out_op.packed else (c_out_op.rows, 1)
+    chunk = im.const(p1)
+    for operand in (c_in_op,):
+        if operand is not None and operand.packed:
+            chunk = im.const(min(p1, operand.run))
 
-    def row(i, _):
-        ip, r = arith.DivUIOp(i, im.const(mr)).result, arith.RemUIOp(i, im.const(mr)).result
+    def tile_row(i1, j1, ii):
+        row, col0 = add(mul(i1, p0), ii), mul(j1, p1)
 
-        def panel(jp, _):
-            col0 = arith.MulIOp(jp, nr).result
-            end = arith.MinUIOp(arith.AddIOp(col0, nr).result, im.const(n)).result
-            first = mul(add(mul(add(mul(ip, panels_n), jp), mr), r), nr)
+        def piece(c0, _):
+            col = add(col0, c0)
+            out = run_of(c_out, c_out_op.at(row, col), chunk)
+            old = out if in_place else run_of(c_in, c_in_op.at(row, col), chunk) if c_in_op else None
+            source = add(mul(row, padded_n), col)
 
-            def piece(col, _):
-                count = arith.MinUIOp(arith.SubIOp(end, col).result, chunk).result
-                source = add(first, arith.SubIOp(col, col0).result)
-                out = run_of(c_out, c_out_op.at(i, col), count)
-                old = out if in_place else run_of(c_in, c_in_op.at(i, col), count) if c_in_op else None
+            def copy(fast: bool):
+                def one(t, _):
+                    value = memref.LoadOp(cp, [add(source, t)]).result
+                    if old is not None:
+                        value = plus(value, convert(old.load(t, fast), acc))
+                    out.store(convert(value, out_type), t, fast)
+                loop(0, chunk, 1, one)
+            versioned([out, old], copy)
+        loop(0, p1, chunk, piece)
 
-                def copy(fast: bool):
-                    def one(t, _):
-                        value = memref.LoadOp(cp, [add(source, t)]).result
-                        if old is not None:
-                            value = plus(value, convert(old.load(t, fast), acc))
-                        out.store(convert(value, out_type), t, fast)
-                    loop(0, count, 1, one)
-                versioned([out, old], copy)
-            loop(col0, end, chunk, piece)
-        loop(0, panels_n, 1, panel)
-    loop(0, m, 1, row)
+    def tile(i1, _):
+        def column(j1, _):
+            loop(0, p0, 1, lambda ii, _: tile_row(i1, j1, ii))
+        loop(0, tiles[1], 1, column)
+    loop(0, tiles[0], 1, tile)
