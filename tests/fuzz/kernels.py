@@ -52,7 +52,8 @@ class Layout:
 
 @dataclass(eq=False)
 class TensorInput:
-    """A masked load: `kind` is "tile", "vec0"/"vec1" (a vector along one axis, broadcast along the
+    """A masked load: `kind` is "tile", "block" (the tile through tl.make_block_ptr with boundary checks;
+    `other` is its padding, 0 or NaN), "vec0"/"vec1" (a vector along one axis, broadcast along the
     other), "scalar" (element 0) or "per_program" (element pid0)."""
     arg: str
     dtype: DType
@@ -65,7 +66,7 @@ class TensorInput:
 
     def arguments(self) -> List[str]:
         args = [self.arg]
-        if self.kind == "tile" and self.rank == 2:
+        if self.kind in ("tile", "block") and self.rank == 2:
             args.append(f"stride_{self.arg}")
         if self.in_loop:
             args.append(f"slice_{self.arg}")
@@ -82,8 +83,24 @@ class TensorInput:
             return text + ("[:, None]" if layout.rank == 2 else "")
         if self.kind == "vec1":
             return f"tl.load({self.arg} + r1, mask=r1 < size1{other})[None, :]"
+        if self.kind == "block":
+            return self.block_load(layout)
         address = pointer or f"{self.arg} + {layout.tile_offsets(f'stride_{self.arg}')}"
         return f"tl.load({address}, mask=mask{other})"
+
+
+    def block_load(self, layout: Layout) -> str:
+        dims = range(layout.rank)
+        shape = ", ".join(f"size{d}" for d in dims)
+        strides = f"stride_{self.arg}, 1" if layout.rank == 2 else "1"
+        offsets = ", ".join(f"pid{d} * BLOCK{d}" for d in dims)
+        block = ", ".join(f"BLOCK{d}" for d in dims)
+        order = "1, 0" if layout.rank == 2 else "0"
+        comma = "," if layout.rank == 1 else ""
+        padding = "nan" if self.other is not None and self.other != self.other else "zero"
+        return (f"tl.load(tl.make_block_ptr({self.arg}, shape=({shape}{comma}), strides=({strides}{comma}), "
+                f"offsets=({offsets}{comma}), block_shape=({block}{comma}), order=({order}{comma})), "
+                f"boundary_check=({', '.join(str(d) for d in dims)}{comma}), padding_option=\"{padding}\")")
 
 
 def literal(value) -> str:
@@ -180,6 +197,8 @@ def layouts(draw, small: bool) -> Layout:
     rank = draw(st.sampled_from([1, 2]))
     block_choices = [1, 2, 4, 8] if small else [1, 2, 4, 8, 16, 32]
     blocks = tuple(draw(st.sampled_from(block_choices)) for _ in range(rank))
+    if rank == 2 and not small and draw(st.integers(0, 3)) == 0:
+        blocks = (draw(st.sampled_from([16, 32])),) * 2          # square tiles large enough for tl.dot
     sizes = tuple(draw(st.integers(1, 2 * b + 1)) for b in blocks)
     grid = tuple(-(-n // b) + draw(st.sampled_from([0, 0, 1])) for n, b in zip(sizes, blocks))
     return Layout(blocks, sizes, grid)
@@ -196,16 +215,21 @@ def literal_other(draw, dt: DType):
 
 @st.composite
 def tensor_inputs(draw, layout: Layout, index: int, kinds=None) -> TensorInput:
-    kinds = kinds or (["tile", "tile", "vec0", "scalar", "per_program"] + (["vec1"] if layout.rank == 2 else []))
+    kinds = kinds or (["tile", "tile", "block", "vec0", "scalar", "per_program"] +
+                      (["vec1"] if layout.rank == 2 else []))
     dt = draw(st.sampled_from(list(D.STORABLE)))
-    return TensorInput(f"in{index}", dt, draw(st.sampled_from(kinds)), literal_other(draw, dt),
-                       rank=layout.rank, pad=draw(st.sampled_from([0, 0, 3])))
+    kind = draw(st.sampled_from(kinds))
+    if kind == "block":     # padding is zero, or NaN for floats
+        other = draw(st.sampled_from([0.0, float("nan")])) if dt.is_float else False if dt == D.BOOL else 0
+    else:
+        other = literal_other(draw, dt)
+    return TensorInput(f"in{index}", dt, kind, other, rank=layout.rank, pad=draw(st.sampled_from([0, 0, 3])))
 
 
 def leaf_for(spec, layout: Layout, name: str) -> Leaf:
     full = (True,) * layout.rank
     if isinstance(spec, TensorInput):
-        shape = {"tile": full, "scalar": None, "per_program": None,
+        shape = {"tile": full, "block": full, "scalar": None, "per_program": None,
                  "vec0": (True,) + (False,) * (layout.rank - 1), "vec1": (False, True)}[spec.kind]
         return Leaf(spec.dtype, shape, name=name, spec=spec)
     if isinstance(spec, ScalarArg):
@@ -366,6 +390,8 @@ class Emitter:
             return f"tl.split(tl.join({e(node.a)}, {e(node.b)}))[{node.which}]"
         if isinstance(node, T.Gather):
             return f"tl.gather({e(node.src)}, {e(node.index)}, {node.axis})"
+        if isinstance(node, T.Dot):
+            return f"tl.dot({e(node.a)}, {e(node.b)})"
         if isinstance(node, T.Scan):
             x = e(node.x)
             if node.op == "cummax":

@@ -161,7 +161,7 @@ class Run:
     def tensor_input(self, leaf, spec: K.TensorInput) -> None:
         g0, b0, g1, b1 = self.grid4()
         sizes = self.layout.sizes
-        if spec.kind == "tile":
+        if spec.kind in ("tile", "block"):
             rows, cols = sizes[0], sizes[1] if len(sizes) > 1 else 1
             stride = cols + (spec.pad if spec.rank == 2 else 0)      # 1-D tiles are contiguous
             tiles = max(spec.slices, 1) if spec.in_loop else 1

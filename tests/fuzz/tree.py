@@ -136,6 +136,16 @@ class Gather(Node):
 
 
 @dataclass(eq=False)
+class Dot(Node):
+    """tl.dot of two square tiles (fp16/bf16/fp32 into fp32, int8 into int32)."""
+    a: Node = None
+    b: Node = None
+
+    def children(self):
+        return [self.a, self.b]
+
+
+@dataclass(eq=False)
 class Reduce(Node):
     op: str = ""                # sum, max, min, argmax, argmin, xor_sum
     x: Node = None
@@ -319,6 +329,8 @@ class Gen:
                  "join_split", "gather"]
         if self.rank == 2 and self.blocks[0] == self.blocks[1]:
             kinds.append("trans")
+            if self.blocks[0] >= 16:            # tl.dot needs at least 16 x 16
+                kinds += ["dot", "dot"]
         if self.make_loop is not None:
             kinds.append("loop")
         kind = self.pick(kinds)
@@ -517,6 +529,15 @@ class Gen:
         index = binary("%", binary("&", index, const(2 ** 31 - 1)), const(self.blocks[axis]), div_or_mod=True)
         index = index if index.shape == full else Broadcast(D.I32, full, x=index)
         return Gather(src.dtype, full, src=src, index=index, axis=axis)
+
+    def _dot(self, depth):
+        full = (True,) * self.rank
+        dt = self.pick([D.F16, D.BF16, D.F32, D.I8])
+        a, b = (self.expr(depth) for _ in range(2))
+        a, b = (v if v.dtype == dt else
+                (float_to_int(v, dt) if v.dtype.is_float and dt.is_int else cast(v, dt)) for v in (a, b))
+        a, b = (v if v.shape == full else Broadcast(dt, full, x=v) for v in (a, b))
+        return Dot(D.I32 if dt == D.I8 else D.F32, full, a=a, b=b)
 
     def _loop(self, depth):
         make_loop, self.make_loop = self.make_loop, None     # one loop per kernel, not nested
