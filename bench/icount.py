@@ -34,9 +34,9 @@ class _TraceReader(threading.Thread):
                     counts[pc] = counts.get(pc, 0) + 1
 
 
-def count_instructions(launch) -> int:
-    """Guest instructions executed inside the kernel by one call of `launch` (a riscv64 launch that
-    returns the CompiledKernel, or a LoadedKernel)."""
+def executed_addresses(launch) -> tuple[dict, tuple, object]:
+    """One traced call of `launch` (a riscv64 launch that returns the CompiledKernel, or a LoadedKernel):
+    how often each guest address ran, the kernel's code range [lo, hi), and what `launch` returned."""
     from spine.driver.cpu_driver import _executor_for
     from spine.targets import riscv64_target
 
@@ -60,5 +60,11 @@ def count_instructions(launch) -> int:
                     os.environ[k] = v
         reader.join(timeout=600)
     loaded = getattr(compiled, "function", compiled)
-    lo, hi = loaded.state["text"]
-    return sum(n for pc, n in reader.counts.items() if lo <= pc < hi)
+    return reader.counts, tuple(loaded.state["text"]), compiled
+
+
+def count_instructions(launch) -> int:
+    """Guest instructions executed inside the kernel by one call of `launch` (a riscv64 launch that
+    returns the CompiledKernel, or a LoadedKernel)."""
+    counts, (lo, hi), _ = executed_addresses(launch)
+    return sum(n for pc, n in counts.items() if lo <= pc < hi)
