@@ -3,8 +3,8 @@
 triton's Python API only prints its custom (pretty) syntax, which upstream MLIR cannot read without the
 triton dialect. libtriton.so carries MLIR's own printer flags, but the 3.6 wheel does not export them: the
 two functions we need are *local* symbols in its ELF symbol table. We find their offsets in that table,
-add the library's load address and call them through ctypes to switch on `--mlir-print-op-generic` for the
-whole process. After that, `str(module)` prints generic form.
+add the library's load address and call them through ctypes to switch `--mlir-print-op-generic` on for the
+whole process while we print, and off again.
 
 This is the one fragile seam of the pipeline; it is pinned to the triton version in pyproject.toml and
 tested in tests/compiler/test_export.py.
@@ -21,7 +21,7 @@ import numpy as np
 
 _SYMBOLS = ("_ZN4mlir27registerAsmPrinterCLOptionsEv", "LLVMParseCommandLineOptions")
 _lock = threading.Lock()
-_enabled = False
+_parser = None
 
 
 def _libtriton_path() -> str:
@@ -99,12 +99,10 @@ def _load_base(path: str) -> int:
     raise RuntimeError(f"{path} is not mapped into this process")
 
 
-def enable_generic_printing() -> None:
-    """Switch MLIR's printer in libtriton to generic form, once per process."""
-    global _enabled
-    with _lock:
-        if _enabled:
-            return
+def _command_line_parser():
+    """libtriton's LLVM command-line parser, with MLIR's printer options registered (once per process)."""
+    global _parser
+    if _parser is None:
         import triton._C.libtriton  # noqa: F401  (maps the library)
         path = _libtriton_path()
         offsets = _symbol_offsets(path)
@@ -113,12 +111,23 @@ def enable_generic_printing() -> None:
         parse = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p),
                                  ctypes.c_char_p)(base + offsets[_SYMBOLS[1]])
         register()
-        argv = (ctypes.c_char_p * 2)(b"spine", b"--mlir-print-op-generic")
-        parse(2, argv, None)
-        _enabled = True
+        _parser = parse
+    return _parser
+
+
+def _set_generic_printing(on: bool) -> None:
+    argv = (ctypes.c_char_p * 2)(b"spine", b"--mlir-print-op-generic=" + (b"true" if on else b"false"))
+    _command_line_parser()(2, argv, None)
 
 
 def export_generic(ttir_module) -> str:
-    """Return the TTIR module as generic MLIR text, locations included (errors name source lines)."""
-    enable_generic_printing()
-    return ttir_module.str()
+    """Return the TTIR module as generic MLIR text, locations included (errors name source lines).
+
+    The switch is process-wide, so it is on only while this prints: triton's own text of the module
+    (a compiled kernel's asm["ttir"]) keeps triton's syntax."""
+    with _lock:
+        _set_generic_printing(True)
+        try:
+            return ttir_module.str()
+        finally:
+            _set_generic_printing(False)
