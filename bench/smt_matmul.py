@@ -3,10 +3,11 @@ host against torch.mm on the same threads, and its riscv64 code counted under QE
 
     .venv/bin/python bench/smt_matmul.py [--quick] [--host | --riscv64]
 
-Host: fp32 and fp16 inputs at 512^3 and 1024^3; Spine's smt kernel, torch.mm and (for context) Spine's
-tl.dot matmul (tests/ops/test_dot.py) run in turn, one call each per round, many rounds in one process;
-the table gives the best and the median time of each and torch's time divided by Spine's (above 1: Spine
-is faster). On a shared machine the best times are the meaningful ones.
+Host: fp32 and fp16 inputs at 512^3 and 1024^3, on one thread (process CPU time) and on every core (wall
+time); Spine's smt kernel, torch.mm and (for context) Spine's tl.dot matmul (tests/ops/test_dot.py) run in
+turn, one call each per round, many rounds in one process; the table gives the best and the median time of
+each and torch's time divided by Spine's (above 1: Spine is faster). On a shared machine the best times are
+the meaningful ones, and the one-thread CPU times the steadiest.
 
 riscv64: one launch under QEMU at VLEN 128, 256 and 512 (the same vector-length-agnostic binary), every
 executed guest instruction counted (bench/icount.py) and classified by disassembling the kernel
@@ -44,14 +45,15 @@ VECTOR_FMA = re.compile(r"^v(f)?(w)?(n)?(macc|madd|msac|msub)\.")
 
 
 def smt_matmul(a, b, c, block: int):
-    """The kernel's SPLIT_K arrangement with one K step per program (the whole K at once)."""
+    """The kernel's SPLIT_M arrangement with one sub-block per program: each program multiplies its whole
+    block of rows by its whole block of columns (all of K at once)."""
     (m, k), n = a.shape, b.shape[1]
     mm, mk, mn = MICRO[a.dtype]
     block_k = triton.next_power_of_2(k)
     return mm_kernel[(triton.cdiv(m, block), triton.cdiv(n, block))](
         a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        BLOCK_SIZE_M=block, BLOCK_SIZE_N=block, BLOCK_SIZE_K=block_k, SPLIT_M=0, SPLIT_MN=0, SPLIT_K=1,
-        SUB_BLK_M=16, SUB_BLK_N=32, SUB_BLK_K=block_k, MICRO_M=mm, MICRO_K=mk, MICRO_N=mn)
+        BLOCK_SIZE_M=block, BLOCK_SIZE_N=block, BLOCK_SIZE_K=block_k, SPLIT_M=1, SPLIT_MN=0, SPLIT_K=0,
+        SUB_BLK_M=block, SUB_BLK_N=32, SUB_BLK_K=block_k, MICRO_M=mm, MICRO_K=mk, MICRO_N=mn)
 
 
 def tl_dot_matmul(a, b, c):
@@ -63,44 +65,49 @@ def tl_dot_matmul(a, b, c):
 
 # ------------------------------------------------------------------------------------------------ host
 
-def rounds(functions: dict, count: int) -> dict:
-    """Seconds per call of each function, one call each per round, `count` rounds."""
+def rounds(functions: dict, count: int, clock) -> dict:
+    """Seconds per call of each function by `clock`, one call each per round, `count` rounds."""
     for fn in functions.values():
         fn()
     samples = {name: [] for name in functions}
     for _ in range(count):
         for name, fn in functions.items():
-            start = time.perf_counter()
+            start = clock()
             fn()
-            samples[name].append(time.perf_counter() - start)
+            samples[name].append(clock() - start)
     return samples
 
 
 def host(quick: bool) -> None:
+    """One thread (process CPU time: what a loaded machine disturbs least) and all cores (wall time)."""
     triton.runtime.driver.set_active(CPUDriver(target="host"))
-    threads = int(os.environ.get("SPINE_NUM_THREADS", os.cpu_count()))
-    torch.set_num_threads(threads)
-    print(f"host: {os.cpu_count()} cores, Spine and torch on {threads} threads; times best / median of the rounds\n")
-    print("| inputs | size | smt.dot (Spine) | torch.mm | torch / smt (best, median) | smt GFLOP/s | "
+    print(f"host: {os.cpu_count()} cores; Spine and torch on the same threads; best / median of the rounds\n")
+    print("| threads | inputs | size | smt.dot (Spine) | torch.mm | torch / smt (best, median) | smt GFLOP/s | "
           "tl.dot (Spine) | torch / tl.dot (best) |")
-    print("|---|---|---|---|---|---|---|---|")
-    for dtype in (torch.float32, torch.float16):
-        for n in ((256,) if quick else (512, 1024)):
-            a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-            c, d = torch.empty(n, n, dtype=dtype), torch.empty(n, n, dtype=dtype)
-            functions = {"smt": lambda: smt_matmul(a, b, c, 256), "torch": lambda: torch.mm(a, b)}
-            if dtype == torch.float32:
-                functions["tl.dot"] = lambda: tl_dot_matmul(a, b, d)
-            samples = rounds(functions, 10 if quick else max(20, int(4e10 / n ** 3)))
-            check(c, a, b)
-            best = {name: min(s) for name, s in samples.items()}
-            median = {name: statistics.median(s) for name, s in samples.items()}
-            dot = (f"{best['tl.dot'] * 1e3:.2f} ms | {best['torch'] / best['tl.dot']:.2f}"
-                   if "tl.dot" in best else "— | —")
-            print(f"| {str(dtype).replace('torch.', '')} | {n}^3 | {best['smt'] * 1e3:.2f} / {median['smt'] * 1e3:.2f} ms "
-                  f"| {best['torch'] * 1e3:.2f} / {median['torch'] * 1e3:.2f} ms | "
-                  f"{best['torch'] / best['smt']:.2f}, {median['torch'] / median['smt']:.2f} | "
-                  f"{2 * n ** 3 / best['smt'] / 1e9:.0f} | {dot} |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for threads, clock in ((1, time.process_time), (os.cpu_count(), time.perf_counter)):
+        os.environ["SPINE_NUM_THREADS"] = str(threads)
+        torch.set_num_threads(threads)
+        for dtype in (torch.float32, torch.float16):
+            for n in ((256,) if quick else (512, 1024)):
+                print(host_row(threads, dtype, n, clock, quick))
+
+
+def host_row(threads: int, dtype, n: int, clock, quick: bool) -> str:
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    c, d = torch.empty(n, n, dtype=dtype), torch.empty(n, n, dtype=dtype)
+    functions = {"smt": lambda: smt_matmul(a, b, c, 256), "torch": lambda: torch.mm(a, b)}
+    if dtype == torch.float32:
+        functions["tl.dot"] = lambda: tl_dot_matmul(a, b, d)
+    samples = rounds(functions, 10 if quick else max(20, int(4e10 / n ** 3)), clock)
+    check(c, a, b)
+    best = {name: min(s) for name, s in samples.items()}
+    median = {name: statistics.median(s) for name, s in samples.items()}
+    dot = f"{best['tl.dot'] * 1e3:.2f} ms | {best['torch'] / best['tl.dot']:.2f}" if "tl.dot" in best else "— | —"
+    return (f"| {threads} | {str(dtype).replace('torch.', '')} | {n}^3 | {best['smt'] * 1e3:.2f} / "
+            f"{median['smt'] * 1e3:.2f} ms | {best['torch'] * 1e3:.2f} / {median['torch'] * 1e3:.2f} ms | "
+            f"{best['torch'] / best['smt']:.2f}, {median['torch'] / median['smt']:.2f} | "
+            f"{2 * n ** 3 / best['smt'] / 1e9:.0f} | {dot} |")
 
 
 def check(c, a, b) -> None:
