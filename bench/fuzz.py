@@ -31,7 +31,9 @@ STATUSES = ("passed", "mismatch", "rejected", "failed", "emulator_abort", "inval
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", choices=("host", "riscv64"), default="host")
+    parser.add_argument("--target", choices=("host", "riscv64", "interpreter"), default="host",
+                        help="a Spine target, or triton's interpreter (TRITON_INTERPRET=1), which checks the "
+                             "reference itself")
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--depth", type=int, default=4, help="maximum expression depth")
@@ -45,14 +47,18 @@ def main() -> int:
                              "contain TEXT) and shrink it to a minimal one")
     args = parser.parse_args()
 
-    os.environ["SPINE_TARGET"] = args.target
+    if args.target == "interpreter":
+        os.environ["TRITON_INTERPRET"] = "1"          # read when triton is imported
+    else:
+        os.environ["SPINE_TARGET"] = args.target
     import triton
     from hypothesis import HealthCheck, Phase, assume, given, seed, settings
 
     from spine.driver import CPUDriver
     from tests.fuzz import kernels, runner
 
-    triton.runtime.driver.set_active(CPUDriver(target=args.target))
+    if args.target != "interpreter":
+        triton.runtime.driver.set_active(CPUDriver(target=args.target))
     if args.replay:
         program = pickle.loads(Path(args.replay).read_bytes())
         outcome = runner.run(program)
