@@ -187,3 +187,13 @@ def test_smt_mm_strided_inputs(target, split):
     a = torch.randn(40, 33).t()          # strides (1, 33)
     b = torch.randn(80, 30)[::2]          # row stride 60
     check(smt_mm(a, b, split), a, b)
+
+
+@pytest.mark.parametrize("split", ["split_mn", "split_k"])
+def test_smt_mm_bounds_checked(target, split, monkeypatch):
+    """With debug (every access checked against its argument's extent) the example still runs; its
+    scratch buffer is not an argument and goes unchecked."""
+    monkeypatch.setenv("TRITON_DEBUG", "1")
+    a = torch.randn(45, 50)
+    b = torch.randn(50, 70)
+    check(smt_mm(a, b, split), a, b)
