@@ -13,7 +13,7 @@ from triton.language.semantic import TritonSemantic
 from tests.fuzz import dtypes as D
 from tests.fuzz import kernels, runner
 
-EXAMPLES = 25
+EXAMPLES = 20
 
 # Failures whose fix lies outside the conversion, reported with a minimal kernel (bench/RESULTS.md,
 # "Differential fuzzing"). Matched by target and a distinctive part of the failure; delete an entry once
