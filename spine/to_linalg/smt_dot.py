@@ -15,6 +15,9 @@ product is written as a plain matrix and packed only if something needs the tile
 (smt.dot's `acc=`, or `acc += smt.dot(a, b)` fused by smt_rewrites.py) reads acc while writing the result:
 into a plain matrix when acc was packed from one, else in acc's own packed layout (a loop-carried packed
 accumulator stays packed).
+
+When the call sits in a loop and B is defined outside it (the sub-blocks of an smt.parallel loop times one
+block of B), B's panels are packed once before the loop and every call reads them.
 """
 from __future__ import annotations
 
@@ -58,19 +61,22 @@ def convert_dot(conv, op):
     if len(op.operands) == 3:
         c_in, c_in_op = _operand(conv.concrete(op.operands[2]))
     kernel, sum_type = _microkernel(op), SUM_TYPES[a_op.element]
+    panels = _b_panels(conv, op, b, mk.BPanels(b_op, sum_type, kernel, _block_steps(a_op, b_op, kernel)))
+    b_arg = panels if panels is not None else _buffer(b, b_op)
     if c_in is not None and _updates_in_place(op, c_in, c_in_op, result_type):
-        spec = mk.PackedMatmul(a_op, b_op, c_in_op, None, sum_type, kernel, in_place=True)
+        spec = mk.PackedMatmul(a_op, b_op, c_in_op, None, sum_type, kernel, in_place=True,
+                               b_panels=panels is not None)
         out = bufferization.ToBufferOp(c_in_op.memref_type(), c_in).result
-        _call(conv, spec, [_buffer(a, a_op), _buffer(b, b_op), out])
+        _call(conv, spec, [_buffer(a, a_op), b_arg, out])
         conv.bind(op.results[0], bufferization.ToTensorOp(result_type, out, restrict=True, writable=True).result)
         return
     m1, n1, m, n = result_type.shape
     out_shape = (m1 * m, n1 * n)
     spec = mk.PackedMatmul(a_op, b_op, mk.Operand(out_shape, str(result_type.element_type)), c_in_op, sum_type,
-                           kernel)
+                           kernel, b_panels=panels is not None)
     out = memref.AllocOp(ir.MemRefType.get(list(out_shape), result_type.element_type), [], [],
                          alignment=mk.ALIGNMENT).result
-    inputs = [_buffer(a, a_op), _buffer(b, b_op)] + ([_buffer(c_in, c_in_op)] if c_in is not None else [])
+    inputs = [_buffer(a, a_op), b_arg] + ([_buffer(c_in, c_in_op)] if c_in is not None else [])
     _call(conv, spec, inputs + [out])
     product = bufferization.ToTensorOp(ir.RankedTensorType.get(list(out_shape), result_type.element_type), out,
                                        restrict=True, writable=True).result
@@ -83,8 +89,54 @@ def _updates_in_place(op, c_in: ir.Value, c_in_op: mk.Operand, result_type) -> b
     return (c_in_op.packed and c_in.type == result_type and len(list(op.operands[2].uses)) == 1)
 
 
-def _call(conv, spec: mk.PackedMatmul, args: list) -> None:
+def _call(conv, spec, args: list, define=mk.define) -> None:
     if spec.name not in conv.declared:
-        mk.define(conv.module.body, spec)
+        define(conv.module.body, spec)
         conv.declared[spec.name] = None
     func.CallOp([], ir.FlatSymbolRefAttr.get(spec.name), args)
+
+
+def _block_steps(a_op: mk.Operand, b_op: mk.Operand, kernel) -> int:
+    return mk.PackedMatmul(a_op, b_op, a_op, None, "f32", kernel).kc
+
+
+# ------------------------------------------------------------------------------ B packed outside a loop
+
+PANELS_MEMO = "smt: B panels"    # key of the per-conversion memo in conv.declared (a dict)
+
+
+def _b_panels(conv, op, b: ir.Value, spec: mk.BPanels):
+    """B's panels packed once before the loop around the call, when B is the same in every iteration (an
+    smt.parallel loop's sub-blocks multiplied by one block of B): else None, and each call packs B."""
+    loop_op = _enclosing_loop(op)
+    if loop_op is None or _inside(op.operands[1], loop_op):
+        return None
+    converted_loop = ir.InsertionPoint.current.block.owner
+    if getattr(converted_loop, "name", None) != "scf.for":
+        return None
+    memo = conv.declared.setdefault(PANELS_MEMO, {})
+    key = (b, spec.name)
+    if key not in memo:
+        with ir.InsertionPoint(converted_loop):
+            panels = memref.AllocOp(mk.panels_type(spec.accumulator), [spec.size()], [],
+                                    alignment=mk.ALIGNMENT).result
+            _call(conv, spec, [_buffer(b, spec.b), panels], mk.define_b_panels)
+        memo[key] = panels
+    return memo[key]
+
+
+def _enclosing_loop(op):
+    """The TTIR scf.for whose body holds the call directly, or None."""
+    parent = op.operation.parent
+    return parent if parent is not None and parent.name == "scf.for" else None
+
+
+def _inside(value: ir.Value, region_op) -> bool:
+    """Whether a TTIR value is defined within region_op (a block argument of it, or by an op nested in it)."""
+    owner = value.owner
+    op = owner.owner if isinstance(owner, ir.Block) else getattr(owner, "operation", owner)
+    while op is not None:
+        if op == region_op:
+            return True
+        op = op.parent
+    return False

@@ -56,11 +56,40 @@ class PackedMatmul:
     accumulator: str              # the type products are summed in
     kernel: MicroKernel
     in_place: bool = False        # C_out holds the accumulator and is updated in place
+    b_panels: bool = False        # B arrives packed already (BPanels), for every block of steps
 
     @property
     def name(self) -> str:
         digest = hashlib.sha256(repr(self).encode()).hexdigest()[:16]
         return f"spine_smt_matmul_{self.kernel.name}_{digest}"
+
+    @property
+    def kc(self) -> int:
+        """Reduction steps per block: whole micro tiles of a packed A (its columns come a tile at a time)."""
+        run = self.a.run if self.a.packed else 1
+        return min(max(1, self.kernel.kc // run) * run, self.a.cols)
+
+
+@dataclass(frozen=True)
+class BPanels:
+    """B packed into the panels of every block of reduction steps at once, for a matmul that reuses it
+    (the same B multiplied by several A, e.g. the sub-blocks of an smt.parallel loop)."""
+    b: Operand
+    accumulator: str
+    kernel: MicroKernel
+    kc: int
+
+    @property
+    def name(self) -> str:
+        digest = hashlib.sha256(repr(self).encode()).hexdigest()[:16]
+        return f"spine_smt_b_panels_{self.kernel.name}_{digest}"
+
+    def size(self) -> ir.Value:
+        """Elements of the panels (emitted where the caller allocates them)."""
+        acc = ir.Type.parse(self.accumulator)
+        nr = arith.MulIOp(_vector_length(self.kernel, vector_type(self.kernel, acc)), im.const(self.kernel.vectors)).result
+        padded = arith.MulIOp(arith.CeilDivUIOp(im.const(self.b.cols), nr).result, nr).result
+        return im.as_value(mul(padded, -(-self.b.rows // self.kc) * self.kc))
 
 
 @dataclass(frozen=True)
@@ -94,9 +123,7 @@ class _Plan:
 
     @property
     def kc(self) -> int:
-        """Reduction steps per block: whole micro tiles of a packed A (its columns come a tile at a time)."""
-        run = self.spec.a.run if self.spec.a.packed else 1
-        return min(max(1, self.kernel.kc // run) * run, self.k)
+        return self.spec.kc
 
     @property
     def padded_n(self) -> ir.Value:
@@ -121,21 +148,50 @@ def _vector_length(kernel: MicroKernel, vtype: ir.Type) -> ir.Value:
     return arith.MulIOp(vector.VectorScaleOp().result, lanes).result
 
 
-def define(module_body: ir.Block, spec: PackedMatmul) -> None:
-    """Adds `func.func private @<spec.name>(a, b, [c_in,] c_out)` to the module; c_out is a row-major buffer
-    the caller allocates (or, in place, the accumulator), the others may have any strides."""
-    inputs = [spec.a, spec.b] + ([spec.c_in] if spec.c_in else [])
-    types = [o.memref_type() for o in inputs] + [spec.c_out.memref_type(contiguous=not spec.in_place)]
+def _function(module_body: ir.Block, name: str, types: list):
     with ir.InsertionPoint.at_block_begin(module_body), ir.Location.unknown():
-        fn = func.FuncOp(spec.name, ir.FunctionType.get(types, []), visibility="private")
+        fn = func.FuncOp(name, ir.FunctionType.get(types, []), visibility="private")
         # Packing copies short runs (one panel row: 32 to 128 bytes): as loops LLVM vectorises them in place,
         # where its idiom recognition would make each a call of the C library's memcpy.
         fn.attributes["passthrough"] = ir.Attribute.parse('["no-builtins"]')
-        entry = fn.add_entry_block()
-        with ir.InsertionPoint(entry):
-            args = list(entry.arguments)
-            _body(spec, args[0], args[1], args[2] if spec.c_in else None, args[-1])
-            func.ReturnOp([])
+        return fn, fn.add_entry_block()
+
+
+def panels_type(accumulator: str) -> ir.Type:
+    return ir.MemRefType.get([DYNAMIC], ir.Type.parse(accumulator))
+
+
+def define(module_body: ir.Block, spec: PackedMatmul) -> None:
+    """Adds `func.func private @<spec.name>(a, b, [c_in,] c_out)` to the module; c_out is a row-major buffer
+    the caller allocates (or, in place, the accumulator), b may be B's panels, the others may have any
+    strides."""
+    b_type = panels_type(spec.accumulator) if spec.b_panels else spec.b.memref_type()
+    inputs = [spec.a.memref_type(), b_type] + ([spec.c_in.memref_type()] if spec.c_in else [])
+    fn, entry = _function(module_body, spec.name, inputs + [spec.c_out.memref_type(contiguous=not spec.in_place)])
+    with ir.InsertionPoint(entry), ir.Location.unknown():
+        args = list(entry.arguments)
+        _body(spec, args[0], args[1], args[2] if spec.c_in else None, args[-1])
+        func.ReturnOp([])
+
+
+def define_b_panels(module_body: ir.Block, spec: BPanels) -> None:
+    """Adds `func.func private @<spec.name>(b, panels)`, packing every block of B's reduction steps."""
+    fn, entry = _function(module_body, spec.name, [spec.b.memref_type(), panels_type(spec.accumulator)])
+    with ir.InsertionPoint(entry), ir.Location.unknown():
+        b, bp = entry.arguments
+        acc = ir.Type.parse(spec.accumulator)
+        vtype = vector_type(spec.kernel, acc)
+        nr = arith.MulIOp(_vector_length(spec.kernel, vtype), im.const(spec.kernel.vectors)).result
+        panels_n = arith.CeilDivUIOp(im.const(spec.b.cols), nr).result
+        group = vector_type(spec.kernel, acc, spec.kernel.vectors)
+        block = mul(mul(panels_n, nr), spec.kc)
+        full, tail = divmod(spec.b.rows, spec.kc)
+        if full:
+            loop(0, full, 1, lambda kb, _: panels.pack_b(spec.b, b, bp, nr, panels_n, mul(kb, spec.kc), spec.kc,
+                                                         spec.kc, group, mul(kb, block)))
+        if tail:
+            panels.pack_b(spec.b, b, bp, nr, panels_n, full * spec.kc, tail, spec.kc, group, mul(full, block))
+        func.ReturnOp([])
 
 
 def _alloc(size, elem: ir.Type, on_stack: bool) -> ir.Value:
@@ -162,7 +218,7 @@ def _body(spec: PackedMatmul, a, b, c_in, c_out) -> None:
     plan = _Plan(spec, acc, vtype, vl, nr, panels_n)
     kc, mr = plan.kc, plan.mr
     on_stack = _panel_bytes(plan) <= STACK_PANEL_BYTES
-    bp = _alloc(mul(mul(panels_n, nr), kc), acc, on_stack)
+    bp = b if spec.b_panels else _alloc(mul(mul(panels_n, nr), kc), acc, on_stack)
     ap = _alloc(plan.panels_m * mr * kc, acc, on_stack)
     cp = _alloc(mul(mul(panels_n, nr), plan.panels_m * mr), acc, on_stack)     # C, rows padded to panels
     plan = _Plan(spec, acc, vtype, vl, nr, panels_n, ap, bp, cp)
@@ -179,23 +235,29 @@ def _is_zero(index: ir.Value) -> ir.Value:
 
 
 def _k_block(plan: _Plan, a, b, kb, steps: int, first) -> None:
-    """`steps` reduction steps from kb * KC: pack them, then run every (B panel, A panel) pair."""
+    """`steps` reduction steps from kb * KC: pack them (B only if it is not packed already), then run every
+    (B panel, A panel) pair."""
     spec, k0 = plan.spec, mul(kb, plan.kc)
-    panels.pack_b(spec.b, b, plan.bp, plan.nr, plan.panels_n, k0, steps, plan.kc,
-                  vector_type(plan.kernel, plan.acc, plan.nv))
+    block = mul(mul(plan.panels_n, plan.nr), plan.kc)
+    if spec.b_panels:
+        b_block = mul(kb, block)               # this block's panels among all of them
+    else:
+        b_block = 0
+        panels.pack_b(spec.b, b, plan.bp, plan.nr, plan.panels_n, k0, steps, plan.kc,
+                      vector_type(plan.kernel, plan.acc, plan.nv))
     pack_a = panels.pack_a_rows if plan.kernel.a_rows else panels.pack_a_k_major
     pack_a(spec.a, a, plan.ap, plan.mr, k0, steps, plan.kc, plan.acc)
 
     def column_panel(jp, _):
         def row_panel(ip, _):
-            _tile(plan, ip, jp, steps, first)
+            _tile(plan, ip, jp, b_block, steps, first)
         loop(0, plan.panels_m, 1, row_panel)
     loop(0, plan.panels_n, 1, column_panel)
 
 
 # ---------------------------------------------------------------------------------------- the kernel
 
-def _tile(plan: _Plan, ip, jp, steps: int, first) -> None:
+def _tile(plan: _Plan, ip, jp, b_block, steps: int, first) -> None:
     """One MR x NR block of C for one block of reduction steps, held in MR x NV vector registers."""
     kc = plan.kc
     c_at = (mul(ip, plan.mr), mul(jp, plan.nr))                    # the block's first row and column
@@ -204,7 +266,7 @@ def _tile(plan: _Plan, ip, jp, steps: int, first) -> None:
         a_base, a_step, a_row = mul(ip, plan.mr * kc), 1, kc
     else:
         a_base, a_step, a_row = mul(ip, kc * plan.mr), plan.mr, 1
-    b_base = mul(mul(jp, kc), plan.nr)
+    b_base = add(b_block, mul(mul(jp, kc), plan.nr))
     unroll = plan.kernel.unroll
     main = steps - steps % unroll
 

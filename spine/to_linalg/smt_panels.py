@@ -224,10 +224,10 @@ def copy_run(src, src_at: list, dst, dst_start, count, acc: ir.Type) -> None:
 # ----------------------------------------------------------------------------------------- B panels
 
 def pack_b(b_op: Operand, b, bp, nr: ir.Value, panels_n: ir.Value, k0, steps: int, kc: int,
-           group: ir.Type) -> None:
-    """Bp[(jp * KC + t) * NR + c] = B[k0 + t, jp * NR + c] for t < steps, zero past N: panel by panel. A panel
-    row that is whole and contiguous in B is one vector load and store of `group` (NR lanes); others are
-    copied in runs."""
+           group: ir.Type, base=0) -> None:
+    """Bp[base + (jp * KC + t) * NR + c] = B[k0 + t, jp * NR + c] for t < steps, zero past N: panel by panel.
+    A panel row that is whole and contiguous in B is one vector load and store of `group` (NR lanes); others
+    are copied in runs."""
     n = b_op.cols
     acc = ir.VectorType(group).element_type
     chunk = column_chunk([b_op], nr)
@@ -241,7 +241,7 @@ def pack_b(b_op: Operand, b, bp, nr: ir.Value, panels_n: ir.Value, k0, steps: in
             whole = arith.AndIOp(whole, whole_rows).result
 
         def row(t, _):
-            dst = mul(add(mul(jp, kc), t), nr)
+            dst = add(base, mul(add(mul(jp, kc), t), nr))
             run = run_of(b, b_op.at(add(k0, t), col0), nr)
             fast = whole if run.unit is None else arith.AndIOp(whole, run.unit).result
             branch = scf.IfOp(fast, has_else=True)
