@@ -130,3 +130,27 @@ def test_register_blocks_fit():
 def test_riscv_kernels_use_the_rvv_microkernel(fresh_cache):
     ttir = str(compiled(split_k_kernel, SPLIT_K_SIGNATURE, {(4,): 64}, arch="riscv64").asm["ttir"])
     assert 'smt.microkernel = "rvv"' in ttir
+
+
+@triton.jit
+def sub_blocks_kernel(a_ptr, b_ptr, c_ptr, M):
+    """smt.parallel sub-blocks of rows, all multiplied by one block of B."""
+    rk, rn = tl.arange(0, 32), tl.arange(0, 32)
+    b = smt.view(tl.load(b_ptr + rk[:, None] * 32 + rn[None, :]), (0, 0), (32, 32), (8, 16))
+    for s in smt.parallel(0, tl.cdiv(M, 16)):
+        rm = s * 16 + tl.arange(0, 16)
+        a = smt.view(tl.load(a_ptr + rm[:, None] * 32 + rk[None, :]), (0, 0), (16, 32), (8, 8))
+        c = smt.view(smt.dot(a, b), (0, 0), (16, 32), (1, 1))
+        tl.store(c_ptr + rm[:, None] * 32 + rn[None, :], c)
+
+
+def test_b_is_packed_once_before_a_loop(fresh_cache):
+    text = without_locations(compiled(sub_blocks_kernel, {"a_ptr": "*fp32", "b_ptr": "*fp32", "c_ptr": "*fp32",
+                                                           "M": "i32"}, {}).asm["linalg"])
+    filecheck(text, """
+CHECK: func.func @sub_blocks_kernel
+CHECK: call @spine_smt_b_panels_
+CHECK: scf.for
+CHECK-NOT: spine_smt_b_panels_
+CHECK: call @spine_smt_matmul_
+""")
