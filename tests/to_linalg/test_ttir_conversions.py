@@ -1,0 +1,89 @@
+"""What the conversion makes of triton's float ops, fp8 values and device function calls, from TTIR text
+(to_linalg/float_ops.py, fp8.py, calls.py)."""
+from tests.to_linalg.test_branches_ttir import converted
+from tests.to_linalg.test_golden import filecheck
+
+CLAMP_AND_PRECISE = """
+module {
+  tt.func public @k(%p: !tt.ptr<f32>) {
+    %r = tt.make_range {end = 16 : i32, start = 0 : i32} : tensor<16xi32>
+    %s = tt.splat %p : !tt.ptr<f32> -> tensor<16x!tt.ptr<f32>>
+    %ptrs = tt.addptr %s, %r : tensor<16x!tt.ptr<f32>>, tensor<16xi32>
+    %x = tt.load %ptrs : tensor<16x!tt.ptr<f32>>
+    %a = tt.clampf %x, %x, %x, propagateNan = all : tensor<16xf32>
+    %b = tt.clampf %a, %x, %x, propagateNan = none : tensor<16xf32>
+    %c = tt.precise_divf %b, %x : tensor<16xf32>
+    %d = tt.precise_sqrt %c : tensor<16xf32>
+    tt.store %ptrs, %d : tensor<16x!tt.ptr<f32>>
+    tt.return
+  }
+}
+"""
+
+
+def test_clamp_nan_modes_and_precise_ops(tmp_path):
+    filecheck(converted(CLAMP_AND_PRECISE, tmp_path), """
+CHECK: arith.maximumf
+CHECK-NEXT: arith.minimumf
+CHECK: arith.maxnumf
+CHECK-NEXT: arith.minnumf
+CHECK: arith.divf
+CHECK-NOT: fastmath
+CHECK: math.sqrt
+""")
+
+
+FP8 = """
+module {
+  tt.func public @k(%p: !tt.ptr<f8E5M2>, %q: !tt.ptr<f32>) {
+    %r = tt.make_range {end = 16 : i32, start = 0 : i32} : tensor<16xi32>
+    %s = tt.splat %p : !tt.ptr<f8E5M2> -> tensor<16x!tt.ptr<f8E5M2>>
+    %ptrs = tt.addptr %s, %r : tensor<16x!tt.ptr<f8E5M2>>, tensor<16xi32>
+    %t = tt.splat %q : !tt.ptr<f32> -> tensor<16x!tt.ptr<f32>>
+    %qs = tt.addptr %t, %r : tensor<16x!tt.ptr<f32>>, tensor<16xi32>
+    %x = tt.load %ptrs : tensor<16x!tt.ptr<f8E5M2>>
+    %w = tt.fp_to_fp %x : tensor<16xf8E5M2> -> tensor<16xf32>
+    tt.store %qs, %w : tensor<16x!tt.ptr<f32>>
+    %y = tt.load %qs : tensor<16x!tt.ptr<f32>>
+    %z = tt.fp_to_fp %y, rounding = rtne : tensor<16xf32> -> tensor<16xf8E5M2>
+    tt.store %ptrs, %z : tensor<16x!tt.ptr<f8E5M2>>
+    tt.return
+  }
+}
+"""
+
+
+def test_fp8_values_are_bytes(tmp_path):
+    text = converted(FP8, tmp_path)
+    filecheck(text, """
+CHECK: func.func @k(%{{.*}}: memref<?xi8>, %{{.*}}: memref<?xf32>
+CHECK: arith.extui {{.*}} : tensor<16xi8> to tensor<16xi32>
+CHECK: arith.trunci {{.*}} : tensor<16xi32> to tensor<16xi8>
+""")
+    assert "f8E" not in text
+
+
+NOINLINE = """
+module {
+  tt.func public @k(%p: !tt.ptr<f32>) {
+    %x = tt.load %p : !tt.ptr<f32>
+    %y = tt.call @twice(%x, %p) : (f32, !tt.ptr<f32>) -> f32
+    tt.store %p, %y : !tt.ptr<f32>
+    tt.return
+  }
+  tt.func private @twice(%v: f32, %q: !tt.ptr<f32>) -> f32 attributes {noinline = true} {
+    %w = arith.addf %v, %v : f32
+    tt.return %w : f32
+  }
+}
+"""
+
+
+def test_noinline_calls_are_inlined(tmp_path):
+    text = converted(NOINLINE, tmp_path)
+    filecheck(text, """
+CHECK: func.func @k
+CHECK-NOT: func.call
+CHECK: arith.addf
+""")
+    assert "twice" not in text
