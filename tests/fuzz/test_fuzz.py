@@ -5,7 +5,6 @@ import warnings
 from fractions import Fraction
 
 import numpy as np
-import pytest
 import triton.language as tl
 from hypothesis import HealthCheck, given, settings
 from triton.language.semantic import TritonSemantic
@@ -21,8 +20,8 @@ EXAMPLES = 20
 KNOWN_ISSUES = [
     ("riscv64", "undefined symbol: __truncsfbf2",
      "bf16 values held in registers across blocks (a bf16 atomic_add's compare-and-swap loop, a loop-carried "
-     "bf16 tensor): LLVM's RISC-V backend converts them with compiler-rt's __truncsfbf2, which kernels are "
-     "not linked against"),
+     "bf16 tile, bf16 fma, bf16 stored under a mask): LLVM's RISC-V backend converts them with compiler-rt's "
+     "__truncsfbf2, which kernels are not linked against"),
     ("riscv64", runner.QEMU_RTZ_ABORT,
      "QEMU 7.2 aborts translating RVV float-to-integer conversions (vfcvt.rtz.*)"),
 ]
