@@ -116,6 +116,7 @@ class Run:
     args: dict = field(default_factory=dict)          # argument name -> value
     buffers: list = field(default_factory=list)       # (Buffer, copy of its torch tensor) of inputs
     slices: dict = field(default_factory=dict)        # id(loop leaf) -> [Ref per iteration]
+    initial: np.ndarray = None                        # atomics: the output slots before the launch
 
     @property
     def layout(self) -> K.Layout:
@@ -123,7 +124,8 @@ class Run:
 
     def rng(self, name: str) -> np.random.Generator:
         """A generator per argument, so a kernel built from part of this one sees the same data."""
-        return np.random.default_rng([self.program.data_seed, int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)])
+        name_key = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)
+        return np.random.default_rng([self.program.data_seed, name_key])
 
     def grid4(self):
         g, b = self.layout.grid, self.layout.blocks
