@@ -13,6 +13,7 @@ from mlir import ir
 from . import index_math as im
 from . import states as st
 from .converter import handles, handles_dialects
+from .pointer_select import convert_pointer_select
 from .types import element_type, is_bool, shape_of
 
 _PREDICATES = {0: "eq", 1: "ne", 2: "slt", 3: "sle", 4: "sgt", 5: "sge", 6: "ult", 7: "ule", 8: "ugt", 9: "uge"}
@@ -145,7 +146,7 @@ def convert_mulhiui(conv, op):
 def convert_select(conv, op):
     # select between pointers is not elementwise arithmetic: keep it out of the clone path
     if any(isinstance(conv.state(v), (st.PointerState, st.GatherPointer)) for v in op.operands[1:]):
-        raise conv.unsupported(op, "select between pointers")
+        return convert_pointer_select(conv, op)
     convert_elementwise(conv, op)
 
 

@@ -1,0 +1,42 @@
+"""arith.select between pointers into the same argument (tl.where on pointers; triton's descriptor rewrite
+selects between a fresh and a loop-carried pointer).
+
+    same shape and strides, a scalar condition   the offset is selected: the access stays a strided block
+    otherwise                                    both become gathers and their offsets are selected
+                                                 elementwise
+
+Pointers into different arguments are not supported: a memref is fixed per argument.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mlir import ir
+from mlir.dialects import arith
+
+from . import index_math as im
+from . import materialize
+from . import states as st
+
+
+def _same_structure(a, b) -> bool:
+    return (isinstance(a, st.PointerState) and isinstance(b, st.PointerState) and a.base == b.base
+            and a.shape == b.shape and all(im.same(x, y) for x, y in zip(a.strides, b.strides)))
+
+
+def _as_gather(state) -> st.GatherPointer:
+    return state if isinstance(state, st.GatherPointer) else materialize.gather_pointer(state)
+
+
+def convert_pointer_select(conv, op) -> None:
+    cond_value, a_value, b_value = op.operands
+    a, b = conv.state(a_value), conv.state(b_value)
+    if not all(isinstance(s, (st.PointerState, st.GatherPointer)) for s in (a, b)) or a.base != b.base:
+        raise conv.unsupported(op, "a select between pointers into different arguments")
+    cond = conv.concrete(cond_value)
+    if _same_structure(a, b) and not isinstance(cond.type, ir.RankedTensorType):
+        offset = arith.SelectOp(cond, im.as_value(a.offset), im.as_value(b.offset)).result
+        conv.bind(op.results[0], replace(a, offset=offset))
+        return
+    ga, gb = _as_gather(a), _as_gather(b)          # a scalar condition selects whole offset tensors
+    conv.bind(op.results[0], replace(ga, offsets=arith.SelectOp(cond, ga.offsets, gb.offsets).result))
