@@ -115,7 +115,37 @@ def lower(linalg_text: str, inline_copies: bool = False, line_tables: bool = Fal
         _run(module, TO_LLVM)
         if line_tables:
             _run(module, LINE_TABLES)
-        return to_llvm_ir(module)
+        return with_bf16_truncation(to_llvm_ir(module))
+
+
+# LLVM keeps a bf16 value that lives in a register across a loop (a phi, a select) as an f32 and narrows
+# it with a call to __truncsfbf2 when the target has no bf16 instructions (RISC-V without Zfbfmin), and
+# atomic bf16 adds expand to such calls too; the compiler-rt linked into kernels has no bf16 helpers. The
+# kernel defines its own: round to nearest even on the bits, NaN kept quiet (weak, so a library's wins; kept
+# through LLVM's dead-code removal, which runs before codegen introduces the calls).
+BF16_TRUNCATION = """
+@llvm.compiler.used = appending global [1 x ptr] [ptr @__truncsfbf2], section "llvm.metadata"
+define weak hidden bfloat @__truncsfbf2(float %x) {
+  %bits = bitcast float %x to i32
+  %lsb = lshr i32 %bits, 16
+  %odd = and i32 %lsb, 1
+  %bias = add i32 %odd, 32767
+  %rounded = add i32 %bits, %bias
+  %high = lshr i32 %rounded, 16
+  %quiet = or i32 %lsb, 64
+  %nan = fcmp uno float %x, %x
+  %chosen = select i1 %nan, i32 %quiet, i32 %high
+  %half = trunc i32 %chosen to i16
+  %result = bitcast i16 %half to bfloat
+  ret bfloat %result
+}
+"""
+
+
+def with_bf16_truncation(llvm_ir: str) -> str:
+    if "bfloat" not in llvm_ir or "@__truncsfbf2(" in llvm_ir or "@llvm.compiler.used" in llvm_ir:
+        return llvm_ir
+    return llvm_ir + BF16_TRUNCATION
 
 
 def _run(module, pipeline: str) -> None:
