@@ -58,12 +58,19 @@ def _enabled(features: str) -> set:
     return {f[1:] for f in features.split(",") if f.startswith("+")}
 
 
+# RISC-V CPUs whose own features (used when no feature string is given) include V. Any other CPU named
+# without features gets the portable kernel: scalable vectors on a CPU without V would not compile, fixed
+# ones always do.
+RISCV_VECTOR_CPUS = ("spacemit-x60", "sifive-x280", "sifive-x390", "sifive-p470", "sifive-p670", "sifive-p870")
+
+
 def choose(triple: str, cpu: str, features: str) -> MicroKernel:
     """The micro-kernel for code built for `triple`, `cpu` with LLVM `features` (an empty feature string
     means the CPU's own features)."""
     enabled = _enabled(features)
     if triple.startswith("riscv64"):
-        return MICROKERNELS["rvv" if "v" in enabled else "portable"]
+        vector = "v" in enabled if features else (cpu in RISCV_VECTOR_CPUS or "rva23" in cpu)
+        return MICROKERNELS["rvv" if vector else "portable"]
     if triple.startswith(("x86_64", "i686")):
         if not features:
             from ..targets import generic_cpu

@@ -107,6 +107,9 @@ def test_ordinary_code_is_not_smt(fresh_cache):
 @pytest.mark.parametrize("triple,cpu,features,name", [
     ("riscv64-unknown-linux-gnu", "generic-rv64", "+64bit,+m,+a,+f,+d,+c,+v,+zfh,+zvfh", "rvv"),
     ("riscv64-unknown-linux-gnu", "generic-rv64", "+64bit,+m,+a,+f,+d,+c", "portable"),
+    ("riscv64-unknown-linux-gnu", "spacemit-x60", "", "rvv"),
+    ("riscv64-unknown-linux-gnu", "sifive-x280", "", "rvv"),
+    ("riscv64-unknown-linux-gnu", "generic-rv64", "", "portable"),
     ("x86_64-unknown-linux-gnu", "znver4", "", "avx512"),
     ("x86_64-unknown-linux-gnu", "znver3", "", "avx2"),
     ("x86_64-unknown-linux-gnu", "x86-64-v2", "", "sse"),
