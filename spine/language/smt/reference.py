@@ -6,6 +6,10 @@ its own lowering (linalg packs and transposes, a packed matmul with a register-b
 never reads these bodies. They are here so that the TTIR stays ordinary, verifiable Triton, and as the
 executable definition of what each operation computes.
 
+The builtins call these through the code generator (`call_JitFunction`), not as a kernel would: triton's
+frontend refuses tensor arguments to noinline functions written in a kernel, because GPU backends cannot
+pass tensors between functions; these calls are never made as calls.
+
 Shapes are in elements unless a name says tiles; every shape is a power of two, as all Triton tensors.
 """
 import triton
