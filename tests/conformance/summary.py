@@ -1,5 +1,8 @@
 """Counts of a JUnit XML report (pytest --junitxml): `python -m tests.conformance.summary REPORT [LABEL]`
-prints one line: label, passed, failed, skipped, expected failures, and the seconds the file took."""
+prints one line: label, passed, failed, skipped, known failures (xfail from known_failures.py), the tests'
+own expected failures (pytest.xfail they call themselves, e.g. "NYI in CPU backend"), the pass rate of
+the cases that ran, and the seconds the file took. `--failures` also lists every failing case and each
+known failure's group."""
 from __future__ import annotations
 
 import sys
@@ -12,8 +15,15 @@ def outcome(case) -> str:
         return "failed"
     skipped = case.find("skipped")
     if skipped is not None:
-        return "xfailed" if skipped.get("type") == "pytest.xfail" else "skipped"
+        if skipped.get("type") != "pytest.xfail":
+            return "skipped"
+        # known_failures.py reasons start with their group in brackets
+        return "known" if skipped.get("message", "").startswith("[") else "xfailed"
     return "passed"
+
+
+def case_id(case) -> str:
+    return f"{case.get('classname', '').rsplit('.', 1)[-1]}.py::{case.get('name')}"
 
 
 def summarize(path: str) -> tuple[Counter, float]:
@@ -23,13 +33,30 @@ def summarize(path: str) -> tuple[Counter, float]:
     return counts, seconds
 
 
+def failures(path: str) -> list[str]:
+    lines = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        kind = outcome(case)
+        if kind == "failed":
+            element = case.find("failure") if case.find("failure") is not None else case.find("error")
+            lines.append(f"FAILED {case_id(case)}: {(element.get('message') or '').splitlines()[0][:160]}")
+        elif kind == "known":
+            lines.append(f"known  {case_id(case)}: {case.find('skipped').get('message', '')[:60]}")
+    return lines
+
+
 def main(argv) -> int:
-    path, label = argv[1], (argv[2] if len(argv) > 2 else argv[1])
+    args = [a for a in argv[1:] if a != "--failures"]
+    path, label = args[0], (args[1] if len(args) > 1 else args[0])
     counts, seconds = summarize(path)
     ran = counts["passed"] + counts["failed"]
     share = f"{100 * counts['passed'] / ran:.1f} %" if ran else "-"
     print(f"{label:28} passed {counts['passed']:5}  failed {counts['failed']:4}  skipped {counts['skipped']:4}  "
-          f"known failures {counts['xfailed']:4}  pass rate {share:>7}  {seconds:7.0f} s")
+          f"known failures {counts['known']:4}  own xfail {counts['xfailed']:4}  pass rate {share:>7}  "
+          f"{seconds:7.0f} s")
+    if "--failures" in argv:
+        for line in failures(path):
+            print("   ", line)
     return 0
 
 
