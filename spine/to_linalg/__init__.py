@@ -18,7 +18,8 @@ Where each TTIR op is handled:
                                                                  special_functions.py, bit_ops.py)
     tt.print, tt.assert                                          debug_ops.py
     proton.record (profiler scopes in kernels)                   proton_record.py
-    arith.*, math.*                                              arith.py
+    arith.*, math.*                                              arith.py (selects between pointers:
+                                                                 pointer_select.py)
     tt.clampf, tt.precise_divf, tt.precise_sqrt                  float_ops.py
     tt.call of device functions: inlined first                   calls.py
     fp8 types: bytes, conversions decoded/encoded first          fp8.py
