@@ -1,6 +1,7 @@
 """Module names spine-triton users import, served by Spine's own modules.
 
-`from triton.backends.spine_triton.driver import CPUDriver`, `import triton.language.extra.smt`,
+`from triton.backends.spine_triton.driver import CPUDriver` (and triton-shared's spelling,
+`triton.backends.triton_shared.driver`), `import triton.language.extra.smt`,
 `from triton.language.extra.cpu import libdevice` and `from triton.backends.spine_triton.proton import
 profiler` must work with the unmodified triton wheel, whose directories we do not write into. A meta-path
 finder maps those names onto Spine modules when (and only when) they are imported.
@@ -21,6 +22,10 @@ ALIASES = {
     "triton.backends.spine_triton.driver": "spine.triton_backend.driver",
     "triton.backends.spine_triton.compiler": "spine.triton_backend.compiler",
     "triton.backends.spine_triton.proton": "spine.proton",
+    # triton-shared's CPU backend: code written for it selects its driver under this name
+    "triton.backends.triton_shared": "spine.triton_backend",
+    "triton.backends.triton_shared.driver": "spine.triton_backend.driver",
+    "triton.backends.triton_shared.compiler": "spine.triton_backend.compiler",
     "triton.language.extra.smt": "spine.language.smt",
     "triton.language.extra.cpu": "spine.language.cpu",
     "triton.language.extra.cpu.libdevice": "spine.language.cpu.libdevice",
