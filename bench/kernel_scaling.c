@@ -1,0 +1,109 @@
+/* Multi-core scaling of real Spine kernels, driven by the C grid runtime alone: no Python, no Spine
+ * package on the machine that runs it. bench/kernel_scaling.py compiles the kernels into .so files and
+ * writes one manifest line per kernel:
+ *
+ *   <name> <file.so> <gx> <gy> <gz> <args...>     where an arg is  b<bytes>  (a zeroed-then-filled
+ *                                                 buffer), i<value> (an int32 scalar) or
+ *                                                 f<value> (an fp32 scalar)
+ *
+ *   cc -O2 bench/kernel_scaling.c cpp/grid.c cpp/fault_guard.c cpp/device_io.c cpp/profile_buffers.c \
+ *      -Icpp -rdynamic -ldl -lpthread -lm -o kernel_scaling && ./kernel_scaling manifest.txt 16
+ *
+ * Prints, per kernel, the best of several launches on 1, 2, 4, ... threads and the speed-up. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "grid.h"
+
+#define MAX_ARGS 32
+
+typedef struct {
+    char name[128];
+    spine_entry_fn entry;
+    int32_t grid[3];
+    int n_args;
+    uint64_t slots[MAX_ARGS];
+    void *args[MAX_ARGS];
+} kernel_t;
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Buffers hold small positive floats (as float32 or as raw bytes for other types): no NaNs or overflow
+ * that would change the kernels' speed. */
+static void *make_buffer(size_t bytes) {
+    float *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) { perror("aligned_alloc"); exit(1); }
+    for (size_t i = 0; i < bytes / sizeof(float); i++) p[i] = (float)((i * 2654435761u) % 1000) / 1000.0f;
+    return p;
+}
+
+static int parse(char *line, const char *dir, kernel_t *k) {
+    char *save = NULL, *tok = strtok_r(line, " \t\n", &save);
+    if (!tok) return 0;
+    snprintf(k->name, sizeof k->name, "%s", tok);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, strtok_r(NULL, " \t\n", &save));
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) { fprintf(stderr, "%s\n", dlerror()); exit(1); }
+    k->entry = (spine_entry_fn)dlsym(lib, "spine_entry");
+    for (int d = 0; d < 3; d++) k->grid[d] = atoi(strtok_r(NULL, " \t\n", &save));
+    k->n_args = 0;
+    while ((tok = strtok_r(NULL, " \t\n", &save)) && k->n_args < MAX_ARGS) {
+        int i = k->n_args++;
+        if (tok[0] == 'b') k->slots[i] = (uint64_t)(uintptr_t)make_buffer(strtoull(tok + 1, NULL, 10));
+        else if (tok[0] == 'f') { float v = strtof(tok + 1, NULL); k->slots[i] = 0; memcpy(&k->slots[i], &v, 4); }
+        else k->slots[i] = (uint64_t)(uint32_t)atoi(tok + 1);
+        k->args[i] = &k->slots[i];
+    }
+    return 1;
+}
+
+static double best_time(kernel_t *k, int threads, int reps) {
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double start = now();
+        int rc = spine_run_grid(k->entry, k->args, k->grid[0], k->grid[1], k->grid[2], threads);
+        double dt = now() - start;
+        if (rc) { fprintf(stderr, "%s: launch failed (%d)\n", k->name, rc); exit(1); }
+        if (dt < best) best = dt;
+    }
+    return best;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { fprintf(stderr, "usage: %s manifest.txt [max_threads]\n", argv[0]); return 2; }
+    int max_threads = argc > 2 ? atoi(argv[2]) : spine_num_cores();
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", argv[1]);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0; else strcpy(dir, ".");
+    /* Kernels call libm without naming it (Python has it loaded when Spine runs them in-process). */
+    if (!dlopen("libm.so.6", RTLD_NOW | RTLD_GLOBAL)) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+    FILE *f = fopen(argv[1], "r");
+    if (!f) { perror(argv[1]); return 1; }
+    printf("cores=%d\n| kernel | threads | ms | speed-up | efficiency |\n|---|---|---|---|---|\n", spine_num_cores());
+    char line[8192];
+    kernel_t k;
+    while (fgets(line, sizeof line, f)) {
+        if (!parse(line, dir, &k)) continue;
+        best_time(&k, max_threads, 2);  /* warm the pool, the pages and the caches */
+        double base = 0;
+        for (int t = 1; t <= max_threads; t *= 2) {
+            double dt = best_time(&k, t, 5);
+            if (t == 1) base = dt;
+            printf("| %s | %d | %.2f | %.2f | %.0f%% |\n", k.name, t, dt * 1e3, base / dt, 100.0 * base / dt / t);
+            fflush(stdout);
+            if (t * 2 > max_threads && t != max_threads) t = max_threads / 2;
+        }
+    }
+    return 0;
+}
