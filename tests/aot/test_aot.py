@@ -1,0 +1,102 @@
+"""Ahead-of-time kernels: `python -m spine.aot` builds a library and header, and examples/aot's C program
+calls it, cross-compiled for riscv64 and run under QEMU, and built for the host."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from spine import switches
+from spine.aot.signature import SignatureError, kernel_signature
+from spine.driver.qemu import GUEST_SYSROOT, qemu_binary
+from spine.driver.toolchain import GUEST_ZIG_TARGET
+from spine.zig import zig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLE = os.path.join(ROOT, "examples", "aot")
+ROWS, COLS = 5, 100
+
+
+def _reference() -> torch.Tensor:
+    r = torch.arange(ROWS).view(-1, 1)
+    c = torch.arange(COLS).view(1, -1)
+    x = ((r * 31 + c * 17) % 23).float() * 0.25 - 2.0
+    return torch.softmax(x, dim=1)
+
+
+def _build(tmp_path, target: str) -> str:
+    out = tmp_path / "build"
+    proc = subprocess.run([sys.executable, "-m", "spine.aot", f"{EXAMPLE}/softmax.py:softmax_kernel",
+                           "--name", "softmax", "--target", target, "--signature", "*fp32,*fp32,i32,i32,i32",
+                           "--constexpr", "BLOCK=128", "--out-dir", str(out)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    program = str(out / "softmax_main")
+    zig("cc", *(["-target", GUEST_ZIG_TARGET] if target == "riscv64" else []), "-O2", f"-I{out}",
+        os.path.join(EXAMPLE, "softmax_main.c"), f"-L{out}", "-lsoftmax", "-Wl,-rpath,$ORIGIN", "-o", program)
+    return program
+
+
+def _check(stdout: str) -> None:
+    got = torch.tensor([float(v) for v in stdout.split()]).view(ROWS, COLS)
+    torch.testing.assert_close(got, _reference(), rtol=1e-5, atol=1e-7)
+
+
+def test_riscv64_program_under_qemu(tmp_path):
+    program = _build(tmp_path, "riscv64")
+    proc = subprocess.run([qemu_binary(), "-L", GUEST_SYSROOT, "-cpu", switches.QEMU_CPU.get(), program,
+                           str(ROWS), str(COLS)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    _check(proc.stdout)
+
+
+def test_host_program(tmp_path):
+    program = _build(tmp_path, "host")
+    proc = subprocess.run([program, str(ROWS), str(COLS)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    _check(proc.stdout)
+    # The library exports the kernel's three functions and nothing of the runtime inside it.
+    from elftools.elf.elffile import ELFFile
+    with open(tmp_path / "build" / "libsoftmax.so", "rb") as f:
+        symbols = ELFFile(f).get_section_by_name(".dynsym")
+        exported = {s.name for s in symbols.iter_symbols() if s["st_shndx"] != "SHN_UNDEF"}
+    assert exported == {"softmax", "softmax_set_num_threads", "softmax_last_error"}
+
+
+def test_header_declares_the_c_function(tmp_path):
+    _build(tmp_path, "host")
+    header = (tmp_path / "build" / "softmax.h").read_text()
+    assert ("int softmax(float *out_ptr, const float *in_ptr, int32_t in_row_stride, int32_t out_row_stride, "
+            "int32_t n_cols, int grid_x, int grid_y, int grid_z);") in header
+    assert "BLOCK=128" in header
+
+
+def _kernel():
+    sys.path.insert(0, EXAMPLE)
+    try:
+        from softmax import softmax_kernel
+    finally:
+        sys.path.remove(EXAMPLE)
+    return softmax_kernel
+
+
+def test_signature_matches_parameters():
+    sig = kernel_signature(_kernel(), "*fp32:16, *fp32, i32, i32, i32", ["BLOCK=128"])
+    assert [p.name for p in sig.params] == ["out_ptr", "in_ptr", "in_row_stride", "out_row_stride", "n_cols"]
+    assert sig.constexprs == {"BLOCK": 128}
+    assert sig.triton_signature["BLOCK"] == "constexpr"
+    assert sig.attrs() == {(0,): [["tt.divisibility", 16]]}
+
+
+@pytest.mark.parametrize("signature, constexprs, message", [
+    ("*fp32,*fp32,i32,i32", ["BLOCK=128"], "4 types for 5"),
+    ("*fp32,*fp32,i32,i32,i32", [], "--constexpr BLOCK=..."),
+    ("*fp32,*fp32,i32,i32,i32", ["BLOCK=128", "WIDTH=2"], "no parameter WIDTH"),
+    ("*fp33,*fp32,i32,i32,i32", ["BLOCK=128"], "unknown type 'fp33'"),
+    ("*fp32:8,*fp32,i32,i32,i32", ["BLOCK=128"], "the only hint"),
+    ("*fp32,*fp32,i32,i32,i32", ["BLOCK"], "NAME=VALUE"),
+])
+def test_signature_errors(signature, constexprs, message):
+    with pytest.raises(SignatureError, match=message.replace(".", r"\.").replace("(", r"\(")):
+        kernel_signature(_kernel(), signature, constexprs)
