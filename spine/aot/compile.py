@@ -43,26 +43,32 @@ def load_kernel(spec: str):
     return kernel
 
 
-def compile_object(kernel, signature: str, constexprs: list[str], target: str = "riscv64") -> CompiledObject:
+def triton_compile(kernel, sig: KernelSignature, target: str = "riscv64"):
+    """The CompiledKernel of `kernel` for exactly this signature (no specialisation on argument values,
+    unlike a launch), through triton's compile and cache."""
     import triton
     from triton.backends.compiler import GPUTarget
 
-    from ..compiler.entry import entry_module_ir
-    from ..compiler.pipeline import _codegen
     from ..targets import target_from_name
 
-    sig = kernel_signature(kernel, signature, constexprs)
-    target_name = target_from_name(target).name
-    gpu_target = GPUTarget("cpu", target_name, 1)
+    gpu_target = GPUTarget("cpu", target_from_name(target).name, 1)
     backend = triton.compiler.make_backend(gpu_target)
     options = backend.parse_options({})
     src = triton.compiler.ASTSource(fn=kernel, constexprs=sig.constexprs, signature=sig.triton_signature,
                                     attrs=sig.attrs())
-    compiled = triton.compile(src, target=gpu_target, options=options.__dict__)
+    return triton.compile(src, target=gpu_target, options=options.__dict__), options
+
+
+def compile_object(kernel, signature: str, constexprs: list[str], target: str = "riscv64") -> CompiledObject:
+    from ..compiler.entry import entry_module_ir
+    from ..compiler.pipeline import _codegen
+
+    sig = kernel_signature(kernel, signature, constexprs)
+    compiled, options = triton_compile(kernel, sig, target)
     meta = compiled.metadata
     if meta.spine_bounds_checked:
         raise ValueError("ahead-of-time kernels are compiled without bounds checks (debug)")
     entry = entry_module_ir(meta.name, meta.spine_arg_kinds, meta.spine_argument_views, options.triple)
     (obj, _), config = _codegen(meta.name, compiled.asm["llir"], entry, options)
-    return CompiledObject(meta.name, sig, target_name, options.triple, config.cpu, options.features,
+    return CompiledObject(meta.name, sig, meta.arch, options.triple, config.cpu, options.features,
                           config.describe(), tuple(meta.spine_written_args), obj)

@@ -1,0 +1,70 @@
+"""Deterministic cost of riscv64 kernels: every guest instruction one launch executes inside the kernel,
+counted under QEMU (`python -m spine.count --help`).
+
+    trace.py      QEMU's execution log of one launch, read as it is written
+    rvv.py        which of the kernel's instructions are vector instructions
+    arguments.py  arguments for a launch from the command line
+    __main__.py   the command line
+
+Instructions outside the kernel's .so (libm, the grid runtime) are not counted. The counts are the same
+run to run; VLEN changes them for vector code (`-cpu ...,vlen=128`), which is the point of choosing a
+core: the same vector-length-agnostic binary does less work per instruction on a wider machine."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .rvv import KernelImage
+from .trace import Trace, traced_launch
+
+
+@dataclass(frozen=True)
+class LaunchCount:
+    per_program: tuple    # guest instructions of each program instance, in program id order (x fastest)
+    vector: int           # how many of all of them were vector instructions
+
+    @property
+    def total(self) -> int:
+        return sum(self.per_program)
+
+    @property
+    def vector_share(self) -> float:
+        return self.vector / self.total if self.total else 0.0
+
+
+def count_launch(launch) -> LaunchCount:
+    """Counts one call of `launch` (a riscv64 launch that returns the CompiledKernel, or a LoadedKernel)."""
+    trace = traced_launch(launch)
+    loaded = getattr(trace.result, "function", trace.result)
+    with open(loaded.so_path, "rb") as f:
+        image = KernelImage.of(f.read())
+    return launch_count(trace, image)
+
+
+def launch_count(trace: Trace, image: KernelImage) -> LaunchCount:
+    lo, hi = trace.text
+    entry = image.entry_address(lo)
+    programs = []
+    for start, length in zip(trace.run_starts, trace.run_lengths):
+        if not lo <= start < hi:
+            continue
+        if start == entry or not programs:
+            programs.append(0)
+        programs[-1] += length
+    vector = sum(n for pc, n in trace.counts.items() if lo <= pc < hi and image.is_vector_at(pc, lo))
+    return LaunchCount(tuple(programs), vector)
+
+
+def executed_addresses(launch) -> tuple[dict, tuple, object]:
+    """One traced call of `launch`: how often each guest address ran, the kernel's code range [lo, hi), and
+    what `launch` returned."""
+    trace = traced_launch(launch)
+    return trace.counts, trace.text, trace.result
+
+
+def count_instructions(launch) -> int:
+    """Guest instructions executed inside the kernel by one call of `launch`."""
+    counts, (lo, hi), _ = executed_addresses(launch)
+    return sum(n for pc, n in counts.items() if lo <= pc < hi)
+
+
+__all__ = ["LaunchCount", "count_instructions", "count_launch", "executed_addresses", "launch_count"]

@@ -1,0 +1,87 @@
+"""Every guest instruction of one riscv64 launch under QEMU, read from QEMU's execution log.
+
+QEMU's clock-like counters (rdcycle, rdinstret) report host time in user mode, so they cannot measure a
+kernel. Instead the kernel server runs with one instruction per translation block and execution logging
+(SPINE_QEMU_TRACE, into a FIFO read here as QEMU writes it): every log line is one executed guest
+instruction and its address. The grid runs on one thread, so the log is complete and in program order.
+
+Two views are kept: how often each address ran, and the log as straight-line runs (a new run starts at
+every taken branch, call or return), in order: enough to find where each program instance begins."""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import threading
+from array import array
+from dataclasses import dataclass
+
+_PC = re.compile(rb"^Trace \d+: 0x[0-9a-f]+ \[[0-9a-f]+/([0-9a-f]+)/")
+
+
+@dataclass
+class Trace:
+    counts: dict          # guest address → times executed
+    run_starts: array     # address each straight-line run started at, in execution order
+    run_lengths: array    # instructions in each run
+    text: tuple           # the kernel's executable range [lo, hi) in the guest
+    result: object        # what the launch returned
+
+
+class _TraceReader(threading.Thread):
+    def __init__(self, path: str):
+        super().__init__(daemon=True)
+        self.path = path
+        self.counts: dict[int, int] = {}
+        self.run_starts = array("Q")
+        self.run_lengths = array("Q")
+
+    def run(self):
+        counts, starts, lengths = self.counts, self.run_starts, self.run_lengths
+        previous, length = -8, 0
+        with open(self.path, "rb") as f:
+            for line in f:
+                m = _PC.match(line)
+                if not m:
+                    continue
+                pc = int(m.group(1), 16)
+                counts[pc] = counts.get(pc, 0) + 1
+                if 0 < pc - previous <= 4:
+                    length += 1
+                else:
+                    if length:
+                        lengths.append(length)
+                    starts.append(pc)
+                    length = 1
+                previous = pc
+        if length:
+            lengths.append(length)
+
+
+def traced_launch(launch) -> Trace:
+    """Runs `launch` (a riscv64 launch returning the CompiledKernel, or a LoadedKernel) once in a freshly
+    started, traced kernel server with the grid on one thread."""
+    from ..driver.cpu_driver import _executor_for
+    from ..targets import riscv64_target
+
+    executor = _executor_for(riscv64_target())
+    with tempfile.TemporaryDirectory(prefix="spine-count-") as tmp:
+        fifo = os.path.join(tmp, "trace")
+        os.mkfifo(fifo)
+        saved = {k: os.environ.get(k) for k in ("SPINE_QEMU_TRACE", "SPINE_NUM_THREADS")}
+        os.environ.update(SPINE_QEMU_TRACE=fifo, SPINE_NUM_THREADS="1")
+        reader = _TraceReader(fifo)
+        reader.start()
+        try:
+            executor.shutdown()          # the next launch starts a traced server
+            result = launch()
+            executor.shutdown()          # QEMU flushes the log as it exits
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        reader.join(timeout=600)
+    loaded = getattr(result, "function", result)
+    return Trace(reader.counts, reader.run_starts, reader.run_lengths, tuple(loaded.state["text"]), result)
