@@ -31,9 +31,10 @@ class LaunchCount:
         return self.vector / self.total if self.total else 0.0
 
 
-def count_launch(launch) -> LaunchCount:
-    """Counts one call of `launch` (a riscv64 launch that returns the CompiledKernel, or a LoadedKernel)."""
-    trace = traced_launch(launch)
+def count_launch(launch, qemu_cpu: str | None = None) -> LaunchCount:
+    """Counts one call of `launch` (a riscv64 launch that returns the CompiledKernel, or a LoadedKernel),
+    under QEMU's `-cpu qemu_cpu` (default: SPINE_QEMU_CPU)."""
+    trace = traced_launch(launch, qemu_cpu)
     loaded = getattr(trace.result, "function", trace.result)
     with open(loaded.so_path, "rb") as f:
         image = KernelImage.of(f.read())

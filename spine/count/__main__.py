@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 
@@ -66,16 +65,7 @@ def count(args):
         raise ValueError(f"{len(values)} arguments for {len(sig.params)} run-time parameters")
     by_name = {p.name: v for p, v in zip(sig.params, values)}
     all_values = [by_name.get(name, sig.constexprs.get(name)) for name in kernel.arg_names]
-    saved = os.environ.get("SPINE_QEMU_CPU")
-    if args.cpu:
-        os.environ["SPINE_QEMU_CPU"] = args.cpu
-    try:
-        counted = count_launch(lambda: (compiled[args.grid](*all_values), compiled)[1])
-    finally:
-        if saved is None:
-            os.environ.pop("SPINE_QEMU_CPU", None)
-        else:
-            os.environ["SPINE_QEMU_CPU"] = saved
+    counted = count_launch(lambda: (compiled[args.grid](*all_values), compiled)[1], args.cpu)
     return compiled.metadata.name, counted
 
 

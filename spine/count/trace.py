@@ -9,12 +9,15 @@ Two views are kept: how often each address ran, and the log as straight-line run
 every taken branch, call or return), in order: enough to find where each program instance begins."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
 import threading
 from array import array
 from dataclasses import dataclass
+
+from .. import switches
 
 _PC = re.compile(rb"^Trace \d+: 0x[0-9a-f]+ \[[0-9a-f]+/([0-9a-f]+)/")
 
@@ -58,9 +61,24 @@ class _TraceReader(threading.Thread):
             lengths.append(length)
 
 
-def traced_launch(launch) -> Trace:
+@contextlib.contextmanager
+def _switches_set(values: dict):
+    """Sets switches (spine/switches.py) for the duration, then restores the environment."""
+    saved = {switch.name: os.environ.get(switch.name) for switch in values}
+    os.environ.update({switch.name: str(value) for switch, value in values.items()})
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def traced_launch(launch, qemu_cpu: str | None = None) -> Trace:
     """Runs `launch` (a riscv64 launch returning the CompiledKernel, or a LoadedKernel) once in a freshly
-    started, traced kernel server with the grid on one thread."""
+    started, traced kernel server with the grid on one thread (and QEMU's `-cpu qemu_cpu`, if given)."""
     from ..driver.cpu_driver import _executor_for
     from ..targets import riscv64_target
 
@@ -68,20 +86,15 @@ def traced_launch(launch) -> Trace:
     with tempfile.TemporaryDirectory(prefix="spine-count-") as tmp:
         fifo = os.path.join(tmp, "trace")
         os.mkfifo(fifo)
-        saved = {k: os.environ.get(k) for k in ("SPINE_QEMU_TRACE", "SPINE_NUM_THREADS")}
-        os.environ.update(SPINE_QEMU_TRACE=fifo, SPINE_NUM_THREADS="1")
         reader = _TraceReader(fifo)
         reader.start()
-        try:
+        values = {switches.QEMU_TRACE: fifo, switches.NUM_THREADS: 1}
+        if qemu_cpu:
+            values[switches.QEMU_CPU] = qemu_cpu
+        with _switches_set(values):
             executor.shutdown()          # the next launch starts a traced server
             result = launch()
             executor.shutdown()          # QEMU flushes the log as it exits
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
         reader.join(timeout=600)
     loaded = getattr(result, "function", result)
     return Trace(reader.counts, reader.run_starts, reader.run_lengths, tuple(loaded.state["text"]), result)
