@@ -96,5 +96,13 @@ def traced_launch(launch, qemu_cpu: str | None = None) -> Trace:
             result = launch()
             executor.shutdown()          # QEMU flushes the log as it exits
         reader.join(timeout=600)
-    loaded = getattr(result, "function", result)
-    return Trace(reader.counts, reader.run_starts, reader.run_lengths, tuple(loaded.state["text"]), result)
+    return Trace(reader.counts, reader.run_starts, reader.run_lengths, _text_range(result), result)
+
+
+def _text_range(result) -> tuple:
+    """Where the guest server loaded the kernel's code, as its executor recorded it."""
+    kernel = getattr(result, "function", result)
+    on_server = getattr(kernel, "loaded", None)
+    if on_server is not None:
+        return tuple(on_server.text)
+    return tuple(kernel.state["text"])
