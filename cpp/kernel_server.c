@@ -19,10 +19,21 @@
  *                 block (profile_buffers.h: header, records, scope names)
  *   COUNTER      response payload: f64 counter frequency (Hz), u64 counter ticks and i64 CLOCK_MONOTONIC ns
  *                 read together, then the counter's name (profile_buffers.h)
- * A kernel that faults kills this process; the host sees the pipe close and starts a new server. */
+ * A kernel that faults kills this process; the host sees the pipe close and starts a new server.
+ *
+ * Stream mode, for a board reached over one byte stream (ssh): spine-kernel-server --stream <directory>
+ * Requests arrive on stdin and replies leave on stdout (what kernels print goes to stderr); the arena is
+ * this process's own memory, which the host fills and reads back by command; kernel files arrive by PUT
+ * into <directory>, the working directory, and LOAD names them there. The stream ending (stdin closes)
+ * ends the server, even in the middle of a kernel. Its own commands:
+ *   PUT   payload: u32 name length, file name, the file's bytes (written whole under that name)
+ *   HAVE  payload: file name; response payload: u8 1 if that file is there, else 0
+ *   WRITE payload: u64 arena offset, bytes to copy there (the arena grows as needed)
+ *   READ  payload: u64 arena offset, u64 length; response payload: those arena bytes */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <elf.h>
+#include <errno.h>
 #include <link.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -40,6 +51,7 @@
 #include "profile_buffers.h"
 
 enum { CMD_LOAD = 1, CMD_RUN = 2, CMD_PING = 3, CMD_RUN_PROFILED = 4, CMD_COUNTER = 5 };
+enum { CMD_PUT = 6, CMD_HAVE = 7, CMD_WRITE = 8, CMD_READ = 9 };  /* stream mode */
 enum { STATUS_ASSERTION = 2 };  /* a device assertion failed during RUN; payload: its message */
 #define MAX_KERNELS 4096
 
@@ -196,7 +208,120 @@ static void *watch_lifeline(void *arg) {
     _exit(0);  /* the host process is gone */
 }
 
+/* Stream mode: its arena is this process's own memory (in QEMU mode the host maps the arena). */
+static int stream_mode;
+static size_t own_arena_bytes;
+
+static int grow_own_arena(uint64_t needed) {
+    if (needed <= own_arena_bytes) return 0;
+    size_t size = own_arena_bytes ? own_arena_bytes : (size_t)1 << 20;
+    while (size < needed) size *= 2;
+    uint8_t *bigger = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (bigger == MAP_FAILED) return -1;
+    if (own_arena_bytes) {
+        memcpy(bigger, arena, own_arena_bytes);
+        munmap(arena, own_arena_bytes);
+    }
+    arena = bigger;
+    own_arena_bytes = size;
+    return 0;
+}
+
+static void handle_write(uint8_t *payload, uint32_t len) {
+    uint64_t offset;
+    if (!stream_mode) return reply_error("WRITE", "stream mode only");
+    if (len < 8) return reply_error("malformed WRITE", NULL);
+    memcpy(&offset, payload, 8);
+    if (grow_own_arena(offset + (len - 8))) return reply_error("WRITE", "out of memory");
+    memcpy(arena + offset, payload + 8, len - 8);
+    reply(0, NULL, 0);
+}
+
+static void handle_read(uint8_t *payload, uint32_t len) {
+    uint64_t at[2];
+    if (!stream_mode) return reply_error("READ", "stream mode only");
+    if (len != 16) return reply_error("malformed READ", NULL);
+    memcpy(at, payload, 16);
+    if (at[0] + at[1] > own_arena_bytes || at[1] > UINT32_MAX) return reply_error("READ", "outside the arena");
+    reply(0, arena + at[0], (uint32_t)at[1]);
+}
+
+/* A plain file name: no directories, nothing hidden. */
+static int plain_name(const char *name) { return name[0] && name[0] != '.' && !strchr(name, '/'); }
+
+static void handle_put(uint8_t *payload, uint32_t len) {
+    uint32_t name_len;
+    char name[256], part[300];
+    if (!stream_mode) return reply_error("PUT", "stream mode only");
+    if (len < 4) return reply_error("malformed PUT", NULL);
+    memcpy(&name_len, payload, 4);
+    if (name_len == 0 || name_len >= sizeof name || 4 + (uint64_t)name_len > len)
+        return reply_error("malformed PUT", NULL);
+    memcpy(name, payload + 4, name_len);
+    name[name_len] = 0;
+    if (!plain_name(name)) return reply_error("PUT: not a plain file name", name);
+    snprintf(part, sizeof part, ".%s.part-%d", name, (int)getpid());
+    int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+    if (fd < 0) return reply_error("PUT: cannot create", strerror(errno));
+    const uint8_t *p = payload + 4 + name_len;
+    size_t left = len - 4 - name_len;
+    while (left) {
+        ssize_t w = write(fd, p, left);
+        if (w <= 0) {
+            close(fd);
+            unlink(part);
+            return reply_error("PUT: cannot write", strerror(errno));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    /* Whole or not at all: a file under its final name is always complete. */
+    if (close(fd) || rename(part, name)) {
+        unlink(part);
+        return reply_error("PUT: cannot write", strerror(errno));
+    }
+    reply(0, NULL, 0);
+}
+
+static void handle_have(char *payload, uint32_t len) {
+    payload[len] = 0;
+    if (!stream_mode) return reply_error("HAVE", "stream mode only");
+    uint8_t present = plain_name(payload) && access(payload, R_OK) == 0;
+    reply(0, &present, 1);
+}
+
+static void *watch_stream(void *arg) {
+    (void)arg;
+    struct pollfd p = {.fd = 0, .events = 0};  /* only the stream's end: POLLHUP, POLLERR */
+    while (poll(&p, 1, -1) < 0 || !(p.revents & (POLLHUP | POLLERR | POLLNVAL))) {}
+    _exit(0);  /* the host, or the connection to it, is gone */
+}
+
+static int serve(void);
+
+static int serve_stream(const char *directory) {
+    if (chdir(directory)) {
+        perror(directory);
+        return 2;
+    }
+    request_fd = 0;
+    reply_fd = dup(1);
+    if (reply_fd < 0 || dup2(2, 1) < 0) {  /* stdout carries replies only: kernels print to stderr */
+        perror("stream mode");
+        return 2;
+    }
+    stream_mode = 1;
+    pthread_t watcher;
+    if (pthread_create(&watcher, NULL, watch_stream, NULL)) return 2;
+    if (!dlopen("libm.so.6", RTLD_NOW | RTLD_GLOBAL)) fprintf(stderr, "warning: %s\n", dlerror());
+    spine_fault_report_on_exit();
+    uint32_t cores = (uint32_t)spine_num_cores();
+    reply(0, &cores, 4);  /* ready */
+    return serve();
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--stream") == 0) return serve_stream(argv[2]);
     if (argc != 6) {
         fprintf(stderr, "usage: %s <arena fd> <arena bytes> <request fd> <reply fd> <lifeline fd>\n", argv[0]);
         return 2;
@@ -217,6 +342,10 @@ int main(int argc, char **argv) {
     spine_fault_report_on_exit();  /* the host names the faulting kernel code, then starts a new server */
     uint32_t cores = (uint32_t)spine_num_cores();
     reply(0, &cores, 4);  /* ready */
+    return serve();
+}
+
+static int serve(void) {
     for (;;) {
         uint32_t header[2];
         if (read_full(header, 8)) return 0;  /* host closed the pipe */
@@ -228,6 +357,10 @@ int main(int argc, char **argv) {
         case CMD_RUN_PROFILED: handle_run_profiled(payload, header[1]); break;
         case CMD_COUNTER: handle_counter(); break;
         case CMD_PING: reply(0, NULL, 0); break;
+        case CMD_PUT: handle_put(payload, header[1]); break;
+        case CMD_HAVE: handle_have((char *)payload, header[1]); break;
+        case CMD_WRITE: handle_write(payload, header[1]); break;
+        case CMD_READ: handle_read(payload, header[1]); break;
         default: reply_error("unknown command", NULL);
         }
         free(payload);
