@@ -1,0 +1,26 @@
+"""torch.compile through Spine: Inductor's CPU Triton backend, with matrix products and attention as
+Triton kernels too (spine/inductor/decompositions.py), so that every compute op of a compiled graph runs
+as a Spine kernel.
+
+    import spine.inductor
+    spine.inductor.enable()                 # cpu_backend = "triton", Spine's driver, the decompositions
+    compiled = torch.compile(model, dynamic=True)
+"""
+import os
+
+
+def enable(target=None):
+    """Turns torch.compile on CPU tensors into Spine kernels, for `target` ("riscv64" or "host"; default
+    SPINE_TARGET, itself defaulting to riscv64)."""
+    import torch._inductor.config as inductor_config
+    import triton
+
+    from spine.driver import CPUDriver
+    from . import decompositions
+
+    if target is not None:
+        # Inductor's compile workers are separate processes: they read the target from the environment
+        os.environ["SPINE_TARGET"] = target
+    triton.runtime.driver.set_active(CPUDriver(target=target))
+    inductor_config.cpu_backend = "triton"
+    decompositions.install()
