@@ -73,7 +73,7 @@ NUM_THREADS = Switch("SPINE_NUM_THREADS", _positive_int, None, "threads for the 
 GRID_SPIN_US = Switch("SPINE_GRID_SPIN_US", int, None, "how long idle grid threads poll for the next launch "
                       "before sleeping (default 200)")
 QEMU = Switch("SPINE_QEMU", str, None, "QEMU binary (default: `qemu-riscv64` on the PATH)")
-QEMU_CPU = Switch("SPINE_QEMU_CPU", str, "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0,Zfh=true,zba=true,zbb=true,"
+QEMU_CPU = Switch("SPINE_QEMU_CPU", str, "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0,zfh=true,zvfh=true,zba=true,zbb=true,"
                   "zbs=true", "QEMU `-cpu` string (default VLEN 256)")
 QEMU_TRACE = Switch("SPINE_QEMU_TRACE", str, None, "log every guest instruction to this file (instruction "
                     "counting, `bench/icount.py`)")

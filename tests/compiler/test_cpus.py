@@ -23,7 +23,7 @@ X86_CPUS = ("znver3", "znver4", "znver5", "sapphirerapids", "graniterapids", "sk
 RISCV_NO_V = "+64bit,+m,+a,+f,+d,+c"
 RISCV_CPUS = (("generic-rv64", RISCV_FEATURES.default), ("generic-rv64", RISCV_NO_V), ("spacemit-x60", ""),
               ("sifive-x280", ""))
-QEMU_VLEN = "rv64,v=true,vlen={},elen=64,vext_spec=v1.0,Zfh=true,zba=true,zbb=true,zbs=true"
+QEMU_VLEN = "rv64,v=true,vlen={},elen=64,vext_spec=v1.0,zfh=true,zvfh=true,zba=true,zbb=true,zbs=true"
 
 
 def _cases():
