@@ -148,7 +148,21 @@ def _inside(conv, base: ir.Value, offset) -> ir.Value:
 # ------------------------------------------------------------------------------------------- reporting
 
 def _extent(conv, base: ir.Value) -> ir.Value:
-    return conv.bounds.extents[conv.argument_of[base]]
+    index = conv.argument_of[base]
+    extent = conv.bounds.extents[index]
+    # a view of the argument as elements of another width (a pointer cast): its extent in those elements
+    bits, view_bits = (_element_bits(v) for v in (conv.entry_block.arguments[index], base))
+    if bits == view_bits:
+        return extent
+    return im.as_value(_floor_div(im.mul(extent, bits), view_bits))
+
+
+def _element_bits(memref: ir.Value) -> int:
+    return getattr(ir.MemRefType(memref.type).element_type, "width", 8)
+
+
+def _floor_div(x, divisor: int):
+    return arith.FloorDivSIOp(im.as_value(x), im.const(divisor)).result
 
 
 def _report_if(conv, op, base: ir.Value, condition: ir.Value, offset, access: str) -> None:

@@ -47,7 +47,9 @@ def convert_addptr(conv, op):
 
 @handles("tt.bitcast")
 def convert_bitcast(conv, op):
-    """Value bitcasts are arith.bitcast; pointer bitcasts between same-width pointees keep the state."""
+    """Value bitcasts are arith.bitcast. A pointer bitcast views the argument as the new element type; the
+    offsets and strides are rescaled to its width (`out.to(tl.pointer_type(tl.float64))` on an fp32 tensor
+    addresses 8-byte elements: fp32 element 2k is f64 element k)."""
     from .types import is_pointer, pointee_type
     source = conv.state(op.operands[0])
     result = op.results[0]
@@ -55,13 +57,42 @@ def convert_bitcast(conv, op):
         conv.bind(result, arith.BitcastOp(result.type, conv.concrete(op.operands[0])).result)
         return
     new_elem = pointee_type(result.type)
-    if not isinstance(source, (st.PointerState, st.GatherPointer)) or \
-            _bit_width(source.element_type) != _bit_width(new_elem):
-        raise conv.unsupported(op, "a pointer cast between element types of different widths")
+    if not isinstance(source, (st.PointerState, st.GatherPointer)) or not _bit_width(new_elem):
+        raise conv.unsupported(op, "a pointer cast of a pointer of unknown origin")
     if source.element_type != new_elem:
         from .function import argument_view
+        source = _rescaled(source, _bit_width(source.element_type), _bit_width(new_elem))
         source = replace(source, base=argument_view(conv, source.base, new_elem), element_type=new_elem)
     conv.bind(result, source)
+
+
+def _rescaled(state, old_width: int, new_width: int):
+    """`state`'s offsets in elements of `new_width` bits instead of `old_width` (a pointer into the middle
+    of a wider element rounds down to it, as the address would be misaligned for it)."""
+    if old_width == new_width:
+        return state
+    if isinstance(state, st.GatherPointer):
+        ty = state.offsets.type
+        if old_width > new_width:
+            factor = arith.ConstantOp(ty, ir.DenseElementsAttr.get_splat(
+                ty, ir.IntegerAttr.get(ir.IntegerType.get_signless(64), old_width // new_width))).result
+            return replace(state, offsets=arith.MulIOp(state.offsets, factor).result)
+        divisor = arith.ConstantOp(ty, ir.DenseElementsAttr.get_splat(
+            ty, ir.IntegerAttr.get(ir.IntegerType.get_signless(64), new_width // old_width))).result
+        return replace(state, offsets=arith.FloorDivSIOp(state.offsets, divisor).result)
+    if old_width > new_width:
+        def scale(x):
+            return im.mul(x, old_width // new_width)
+    else:
+        def scale(x):
+            return _floor_div(x, new_width // old_width)
+    return replace(state, offset=scale(state.offset), strides=tuple(scale(x) for x in state.strides))
+
+
+def _floor_div(x, divisor: int):
+    if isinstance(x, int):
+        return x // divisor
+    return arith.FloorDivSIOp(x, im.const(divisor)).result
 
 
 def _bit_width(ty: ir.Type) -> int:
