@@ -76,3 +76,10 @@ int spine_take_assert_failure(char *buffer, size_t size) {
     pthread_mutex_unlock(&assert_lock);
     return failed;
 }
+
+int spine_assert_pending(void) {
+    pthread_mutex_lock(&assert_lock);
+    int failed = assert_failed;
+    pthread_mutex_unlock(&assert_lock);
+    return failed;
+}

@@ -18,4 +18,7 @@ void spine_bounds_fail(int64_t message, int32_t px, int32_t py, int32_t pz, int6
  * clears it), else 0. */
 int spine_take_assert_failure(char *buffer, size_t size);
 
+/* Whether a failure is waiting for spine_take_assert_failure, leaving it there. */
+int spine_assert_pending(void);
+
 #endif

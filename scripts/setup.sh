@@ -17,3 +17,5 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.spine-installed-*
   touch "$stamp"
 fi
+# Build the host launch fast path (cpp/launch.cpp) now rather than on the first kernel launch.
+.venv/bin/python -c "from spine.driver.toolchain import launch_extension; launch_extension()"

@@ -29,6 +29,19 @@ class Param:
         return self.ty.lstrip("*k")
 
 
+@dataclass(frozen=True)
+class Arguments:
+    """One launch's arguments, as a kernel object takes them: a CPU tensor for each pointer parameter,
+    the 8-byte encoding of each scalar (scalar_encoder), and which parameters the kernel may write."""
+    params: tuple[Param, ...]
+    values: tuple
+    written: frozenset[int]
+
+    def slots(self) -> list[int]:
+        """The entry point's 8-byte slots when tensors are passed by their data pointer."""
+        return [value.data_ptr() if param.is_pointer else value for param, value in zip(self.params, self.values)]
+
+
 def _float_encoder(fmt: str) -> Callable[[object], int]:
     def encode(value):
         return int.from_bytes(struct.pack(fmt, float(value)), "little")

@@ -1,22 +1,29 @@
 """CPUDriver: plugs Spine into triton's runtime (`triton.runtime.driver.set_active(CPUDriver())`)."""
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
+import sys
 
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
 from ..cache import atomic_write_bytes, cache_dir
+from .. import switches
 from ..switches import compile_key_values
 from ..targets import Target, host_target, riscv64_target, target_from_name
-from .launcher import CPULauncher
+from .executor import executor_for
+from .launcher import launch_extension, make_launcher
 
 
 # (target, environment switches) → the device index triton keys its in-memory kernel cache by. Process-wide,
 # because triton's JIT functions keep their caches across driver instances.
 _DEVICE_INDEX: dict = {}
+# The same, keyed by the raw environment as the launch fast path's extension reads it (bytes, not str):
+# triton asks for the device on every launch, and os.environ costs microseconds per variable.
+_RAW_DEVICE_INDEX: dict = {}
+_COMPILE_KEY_NAMES = tuple(s.name for s in switches.ALL if s.compile_key)
+_MODULES = sys.modules
 _ELF_MACHINES = {243: "riscv64", 62: "x86_64", 183: "aarch64"}
 
 
@@ -33,19 +40,7 @@ def target_of_binary(kernel: bytes) -> Target:
 
 
 def _executor_for(target: Target):
-    return _executor(target.name, target.is_native)
-
-
-@functools.lru_cache(maxsize=None)
-def _executor(target_name: str, native: bool):
-    """One executor per kind of target, whatever CPU or features its kernels were compiled for."""
-    if native:
-        from .executor import NativeExecutor
-        return NativeExecutor()
-    if target_name == "riscv64":
-        from .qemu import QemuExecutor
-        return QemuExecutor()
-    raise RuntimeError(f"cannot run code for {target_name} on this machine")
+    return executor_for(target.name, target.is_native)
 
 
 def _holds(path: str, data: bytes) -> bool:
@@ -84,7 +79,7 @@ class CPUDriver(DriverBase):
         super().__init__()
         self._target_name = target
         self.utils = CPUUtils()
-        self.launcher_cls = CPULauncher
+        self.launcher_cls = make_launcher
 
     @property
     def target(self) -> Target:
@@ -106,6 +101,18 @@ class CPUDriver(DriverBase):
         # triton keeps its in-memory kernel cache per device. Each distinct (target, compile-affecting
         # environment) is its own "device", so flipping SPINE_TARGET or a dump/profiling switch mid-process
         # compiles anew instead of reusing a kernel built under other settings.
+        extension = launch_extension()
+        if extension is None:
+            return self._device_index()
+        flags = _MODULES.get("triton.profiler.flags")  # switches.instrumentation_on, inlined
+        raw = (self._target_name, extension.environment(_COMPILE_KEY_NAMES),
+               flags is not None and flags.flags.instrumentation_on)
+        index = _RAW_DEVICE_INDEX.get(raw)
+        if index is None:
+            index = _RAW_DEVICE_INDEX[raw] = self._device_index()
+        return index
+
+    def _device_index(self) -> int:
         key = (self._target_name, *compile_key_values())
         index = _DEVICE_INDEX.get(key)
         if index is None:

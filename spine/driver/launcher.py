@@ -1,11 +1,22 @@
-"""CPULauncher: what triton calls for every launch of a compiled kernel."""
+"""What triton calls for every launch of a compiled kernel.
+
+`make_launcher` (the driver's `launcher_cls`) gives triton a DirectLauncher from the host launch fast path
+(cpp/launch.cpp) where the kernel's parameters allow it: it encodes the arguments and runs the grid in C++
+and hands anything unusual to the CPULauncher below, which does everything in Python: checks, tensor
+wrappers, tensor descriptors, bounds-checked (debug) kernels, the alias-safe variant, launch hooks,
+profiling and QEMU."""
 from __future__ import annotations
 
+import functools
+import platform
 import re
+import warnings
 from dataclasses import dataclass, fields
 
 from ..errors import DeviceAssertionError, OutOfBoundsError
-from .arguments import Param, byte_range, check_tensor, element_extent, extent_params, scalar_encoder, unwrap_tensor
+from .arguments import (SUPPORTED_POINTEE, Arguments, Param, byte_range, check_tensor, element_extent, extent_params,
+                        scalar_encoder, unwrap_tensor)
+from .executor import CORES, executor_for
 
 _TENSORDESC = re.compile(r"tensordesc<([^[>]*)\[([^]]*)\]")
 
@@ -81,12 +92,14 @@ class CPULauncher:
         self.src = src
         self.metadata = metadata
         self.kernel_name = metadata.name
-        self.params, self.sources = runtime_params(src)
+        params, self.sources = runtime_params(src)
+        self.params = tuple(params)
         self.written = frozenset(getattr(metadata, "spine_written_args", ()))
         self.read_in_place = tuple(getattr(metadata, "spine_direct_load_args", ()))
         self.encoders = [None if p.is_pointer else scalar_encoder(p, self.kernel_name) for p in self.params]
         # A bounds-checked kernel (debug) takes each pointer argument's extent after its own arguments.
-        self.extents = extent_params(self.params) if getattr(metadata, "spine_bounds_checked", False) else []
+        self.extents = extent_params(params) if getattr(metadata, "spine_bounds_checked", False) else []
+        self.all_params = self.params + tuple(self.extents)
         self._alias_safe_kernel = None
 
     def _overlaps_written_memory(self, values) -> bool:
@@ -131,18 +144,91 @@ class CPULauncher:
                 values.append(encode(value))
         if self.read_in_place and self.written and self._overlaps_written_memory(values):
             function = self._alias_safe().function
-        params = self.params
         if self.extents:
             values += [element_extent(p, values[p.index]) for p in self.params if p.is_pointer]
-            params = self.params + self.extents
         if launch_enter_hook is not None:
             launch_enter_hook(launch_metadata)
-        try:
-            function.executor.run(function, (gridX, gridY, gridZ), params, values, self.written)
-        except DeviceAssertionError as failure:
-            error = OutOfBoundsError.recognise(failure)
-            if error is failure:
-                raise
-            raise error from None
+        with _bounds_errors_recognised():
+            function.launch((gridX, gridY, gridZ), Arguments(self.all_params, tuple(values), self.written))
         if launch_exit_hook is not None:
             launch_exit_hook(launch_metadata)
+
+    def finish(self, function, rc: int) -> None:
+        """Raises what a launch by the fast path ended in (it calls this only when a launch did not succeed)."""
+        with _bounds_errors_recognised():
+            function.check(rc)
+
+    def direct_params(self) -> list[tuple] | None:
+        """The fast path's description of each parameter, (kind, int bits, argument position, read in place,
+        written), or None when a launch of this kernel always needs the Python path."""
+        if self.extents or any(s.kind != "plain" or s.path for s in self.sources):
+            return None
+        aliasing = bool(self.read_in_place and self.written)
+        out = []
+        for param, source in zip(self.params, self.sources):
+            if param.is_pointer:
+                if param.pointee not in SUPPORTED_POINTEE:
+                    return None
+                kind, bits = _DIRECT_POINTER, 64
+            elif param.ty in _DIRECT_SCALARS:
+                kind, bits = _DIRECT_SCALARS[param.ty]
+            else:
+                return None
+            out.append((kind, bits, source.position, aliasing and param.index in self.read_in_place,
+                        aliasing and param.index in self.written))
+        return out
+
+
+class _bounds_errors_recognised:
+    """A failed bounds check reaches us as a device assertion: raise it as OutOfBoundsError."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, failure, traceback):
+        if kind is not None and issubclass(kind, DeviceAssertionError):
+            error = OutOfBoundsError.recognise(failure)
+            if error is not failure:
+                raise error from None
+        return False
+
+
+# The fast path's kinds (cpp/launch.cpp's enum Kind), and the scalar types it encodes.
+_DIRECT_POINTER, _DIRECT_INT, _DIRECT_FP32, _DIRECT_FP64, _DIRECT_FP16, _DIRECT_BF16 = range(6)
+_DIRECT_SCALARS = {**{ty: (_DIRECT_INT, int(ty[1:])) for ty in ("i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16",
+                                                                 "u32", "u64")},
+                   "fp32": (_DIRECT_FP32, 32), "fp64": (_DIRECT_FP64, 64), "fp16": (_DIRECT_FP16, 16),
+                   "bf16": (_DIRECT_BF16, 16)}
+
+
+@functools.lru_cache(maxsize=None)
+def launch_extension():
+    """The fast path's extension module (built on first use), or None where it cannot be built."""
+    try:
+        import importlib.machinery
+        import importlib.util
+        from .toolchain import launch_extension as build
+        loader = importlib.machinery.ExtensionFileLoader("spine_launch", build())
+        module = importlib.util.module_from_spec(importlib.util.spec_from_loader("spine_launch", loader))
+        loader.exec_module(module)
+        return module
+    except Exception as error:  # noqa: BLE001 - any failure leaves the Python launcher, which is complete
+        warnings.warn(f"Spine's launch fast path is unavailable ({error}); kernels launch through Python")
+        return None
+
+
+def make_launcher(src, metadata):
+    """The launcher triton keeps for a compiled kernel: the fast path where it applies, else CPULauncher."""
+    launcher = CPULauncher(src, metadata)
+    target = getattr(metadata, "arch", None)
+    if target != "host" and not (target == "riscv64" and platform.machine() == "riscv64"):
+        return launcher  # runs under QEMU
+    params = launcher.direct_params()
+    extension = launch_extension() if params is not None else None
+    if extension is None:
+        return launcher
+    import torch
+    from ..proton import session
+    runtime = executor_for(target, True).runtime
+    return extension.DirectLauncher(params, torch.Tensor, session._sessions, runtime.address("spine_host_run_grid"),
+                                    runtime.address("spine_assert_pending"), CORES, launcher, launcher.finish)

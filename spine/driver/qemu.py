@@ -1,4 +1,5 @@
-"""Runs riscv64 kernels on a non-riscv machine: a persistent guest server under QEMU user mode.
+"""Runs riscv64 kernels on a non-riscv machine: a persistent guest server under QEMU user mode, spoken to
+through the kernel server protocol (kernel_protocol.py) over two pipes.
 
 Tensors are copied into a shared-memory arena that both sides map (an anonymous memfd: no file is ever
 named, so none can be left behind), pointer arguments travel as arena offsets, and after the grid ran only the
@@ -13,26 +14,23 @@ import ctypes
 import mmap
 import os
 import resource
-import select
 import signal
 import shutil
-import struct
 import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import switches
 from ..errors import DeviceAssertionError, KernelFault
 from ..proton import buffers as proton_buffers
 from ..proton import session as proton
-from .arguments import byte_range
-from .executor import LoadedKernel, default_num_threads
+from . import kernel_protocol as protocol
+from .arguments import Arguments
+from .executor import default_num_threads
 from .source_lines import with_source_line
 
-CMD_LOAD, CMD_RUN, CMD_PING, CMD_RUN_PROFILED, CMD_COUNTER = 1, 2, 3, 4, 5
-STATUS_ASSERTION = 2
 GUEST_SYSROOT = "/usr/riscv64-linux-gnu"
 ALIGN = 64
 FAULT_REPORT = "spine-fault: "  # how cpp/fault_guard.c's report of a guest fault starts
@@ -75,7 +73,7 @@ def kernel_timeout() -> float | None:
 
 
 class QemuServer:
-    """One guest process and its arena."""
+    """One guest process, its arena and the channel to it."""
 
     def __init__(self, arena_bytes: int):
         from .toolchain import guest_kernel_server
@@ -84,15 +82,18 @@ class QemuServer:
             raise RuntimeError(f"{GUEST_SYSROOT} is missing: install Debian's libc6-riscv64-cross")
         fd = os.memfd_create("spine-arena")
         self.stderr = tempfile.TemporaryFile()
-        self.proc = self.request_fd = self.reply_fd = self.lifeline_fd = None
+        self.proc = self.channel = None
+        self._fds: list[int] = []
         try:
             os.ftruncate(fd, arena_bytes)
             self.arena = mmap.mmap(fd, arena_bytes)
             self.arena_addr = ctypes.addressof(ctypes.c_char.from_buffer(self.arena))
-            request_read, self.request_fd = os.pipe()
-            self.reply_fd, reply_write = os.pipe()
+            request_read, request_write = os.pipe()
+            reply_read, reply_write = os.pipe()
             # Only this process holds the write end (pipes are close-on-exec), so it closes when we die.
-            lifeline_read, self.lifeline_fd = os.pipe()
+            lifeline_read, lifeline_write = os.pipe()
+            self._fds = [request_write, reply_read, lifeline_write]
+            self.channel = protocol.Channel(reply_read, request_write)
             cmd = [qemu_binary(), "-L", GUEST_SYSROOT, "-cpu", switches.QEMU_CPU.get(), *trace_arguments(),
                    guest_kernel_server(), str(fd), str(arena_bytes), str(request_read), str(reply_write),
                    str(lifeline_read)]
@@ -103,10 +104,10 @@ class QemuServer:
             finally:
                 for child_fd in child_fds[1:]:
                     os.close(child_fd)
-            status, payload = self._read_reply(timeout=60)
-            if status != 0:
-                raise RuntimeError(f"QEMU kernel server failed to start: {payload!r}")
-            self.guest_cores = struct.unpack("<I", payload)[0]
+            try:
+                self.guest_cores = protocol.parse_hello(self.request(None, b"", timeout=60))
+            except protocol.ServerError as error:
+                raise RuntimeError(f"QEMU kernel server failed to start: {error}") from None
         except BaseException:
             self.close()
             raise
@@ -122,45 +123,30 @@ class QemuServer:
             proc.kill()
             proc.wait()
         self.proc = None
-        for name in ("request_fd", "reply_fd", "lifeline_fd"):
-            fd = getattr(self, name, None)
-            if fd is not None:
-                os.close(fd)
-                setattr(self, name, None)
+        for fd in getattr(self, "_fds", ()):
+            os.close(fd)
+        self._fds = []
 
-    def request(self, command: int, payload: bytes, timeout: float | None = None) -> bytes:
-        message = struct.pack("<II", command, len(payload)) + payload
+    def request(self, command: int | None, payload: bytes, timeout: float | None = None) -> bytes:
+        """One request and its reply (command None: only the reply, the server's hello)."""
+        return self.send(None if command is None else protocol.frame(command, payload), timeout)
+
+    def send(self, message: bytes | None, timeout: float | None = None) -> bytes:
+        """Sends a framed request and returns the reply's payload; a dead or hung server is a KernelFault."""
         try:
-            while message:
-                message = message[os.write(self.request_fd, message):]
-        except OSError:
-            pass  # the reply read below reports the dead server
-        status, body = self._read_reply(timeout)
-        if status == STATUS_ASSERTION:
-            raise DeviceAssertionError(f"device assertion failed: {body.decode(errors='replace')}")
-        if status != 0:
-            raise RuntimeError(body.decode(errors="replace"))
-        return body
-
-    def _read_exact(self, n: int, timeout: float | None) -> bytes:
-        out = bytearray()
-        fd = self.reply_fd
-        while len(out) < n:
-            ready, _, _ = select.select([fd], [], [], timeout)
-            if not ready:
-                self.close()
-                raise KernelFault(f"the QEMU kernel server did not answer within {timeout:.0f} s "
-                                  f"(SPINE_KERNEL_TIMEOUT); it was stopped")
-            chunk = os.read(fd, n - len(out))
-            if not chunk:
-                self.proc.wait()
-                raise KernelFault(self._death_message())
-            out += chunk
-        return bytes(out)
-
-    def _read_reply(self, timeout: float | None):
-        status, length = struct.unpack("<iI", self._read_exact(8, timeout))
-        return status, self._read_exact(length, timeout) if length else b""
+            if message is None:
+                status, body = self.channel.read_reply(timeout)
+                if status != protocol.STATUS_OK:
+                    raise protocol.ServerError(body.decode(errors="replace"))
+                return body
+            return self.channel.send(message, timeout)
+        except protocol.ChannelTimeout:
+            self.close()
+            raise KernelFault(f"the QEMU kernel server did not answer within {timeout:.0f} s "
+                              f"(SPINE_KERNEL_TIMEOUT); it was stopped") from None
+        except protocol.ChannelClosed:
+            self.proc.wait()
+            raise KernelFault(self._death_message()) from None
 
     def _death_message(self) -> str:
         self.stderr.seek(0)
@@ -177,14 +163,52 @@ class QemuServer:
 
 @dataclass
 class _Span:
+    """Bytes of one storage that a launch's arguments may touch, copied into the arena as one piece."""
     lo: int
     hi: int
     written: bool
     arena_offset: int = 0
 
 
+def arena_layout(args: Arguments) -> tuple[list[int], list[_Span], int]:
+    """The slots of a launch under QEMU (tensors as arena offsets), the spans to copy, and the arena bytes
+    they need. Views of one storage share a span, so aliasing views behave as they do natively."""
+    spans: dict[int, _Span] = {}
+    placed = []
+    for param, value in zip(args.params, args.values):
+        if not param.is_pointer:
+            continue
+        lo = value.data_ptr()
+        hi = lo + _extent_bytes(value)
+        key = value.untyped_storage().data_ptr()
+        span = spans.get(key)
+        written = param.index in args.written
+        if span is None:
+            span = spans[key] = _Span(lo, hi, written)
+        else:
+            span.lo, span.hi, span.written = min(span.lo, lo), max(span.hi, hi), span.written or written
+        placed.append((param.index, lo, span))
+    total = 0
+    for span in spans.values():
+        span.arena_offset = total
+        total += (span.hi - span.lo + ALIGN - 1) // ALIGN * ALIGN
+    slots = list(args.values)
+    for index, lo, span in placed:
+        slots[index] = span.arena_offset + lo - span.lo
+    return slots, list(spans.values()), total
+
+
+def _extent_bytes(tensor) -> int:
+    """How many bytes from its data pointer a tensor view may touch (arguments.byte_range)."""
+    if tensor.is_contiguous():
+        return tensor.nbytes
+    if not tensor.numel():
+        return 0
+    return (1 + sum((s - 1) * st for s, st in zip(tensor.shape, tensor.stride()))) * tensor.element_size()
+
+
 class QemuExecutor:
-    """Executes riscv64 kernels through a QemuServer, restarting it after a fault."""
+    """Keeps one QemuServer for all riscv64 kernels, restarting it after a fault or to grow its arena."""
 
     TARGET_LABEL = "riscv64 (QEMU user mode)"
 
@@ -200,107 +224,92 @@ class QemuExecutor:
             self.server.close()
             self.server = None
 
-    def _ensure_server(self, arena_bytes: int) -> QemuServer:
-        if self.server is not None and (not self.server.alive() or self.server.arena_bytes < arena_bytes):
-            self.shutdown()
-        if self.server is None:
-            size = max(arena_bytes, switches.ARENA_MB.get() << 20)
-            self.server = QemuServer(1 << (size - 1).bit_length())
-            self.generation += 1
+    def server_for(self, arena_bytes: int) -> QemuServer:
+        """A live server whose arena holds `arena_bytes`; call with the lock held."""
+        server = self.server
+        if server is not None and server.arena_bytes >= arena_bytes and server.proc.poll() is None:
+            return server
+        self.shutdown()
+        size = max(arena_bytes, switches.ARENA_MB.get() << 20)
+        self.server = QemuServer(1 << (size - 1).bit_length())
+        self.generation += 1
         return self.server
 
-    def load(self, name: str, so_path: str) -> LoadedKernel:
-        # A kernel with proton scopes always runs profiled, so its records never pile up in the buffers.
-        return LoadedKernel(name, so_path, self, {"instrumented": proton_buffers.calls_records(so_path)})
+    def load(self, name: str, so_path: str) -> QemuKernel:
+        return QemuKernel(name, so_path, self, proton_buffers.calls_records(so_path))
 
     def counter(self, server: QemuServer):
         """The guest's counter (rdtime), calibrated once per server. Under QEMU user mode it reads the
         host's clock: the Counter says so (emulated=True)."""
         generation, counter = self._counter
         if generation != self.generation:
-            body = server.request(CMD_COUNTER, b"", timeout=60)
+            body = server.request(protocol.CMD_COUNTER, b"", timeout=60)
             counter = proton_buffers.parse_counter(body, "riscv64", emulated=True)
             self._counter = (self.generation, counter)
         return counter
 
-    def _handle(self, kernel: LoadedKernel, server: QemuServer) -> int:
-        if kernel.state.get("generation") != self.generation:
-            body = server.request(CMD_LOAD, kernel.so_path.encode())
-            handle, text_lo, text_hi = struct.unpack("<IQQ", body)
-            kernel.state.update(generation=self.generation, handle=handle, text=(text_lo, text_hi))
-        return kernel.state["handle"]
 
-    @staticmethod
-    def _spans(params, values, written) -> tuple[dict, int]:
-        """Group tensor arguments by storage; each group is copied as one contiguous byte span."""
-        spans: dict[int, _Span] = {}
-        for param, value in zip(params, values):
-            if not param.is_pointer:
-                continue
-            lo, hi = byte_range(value)
-            key = value.untyped_storage().data_ptr()
-            span = spans.get(key)
-            if span is None:
-                spans[key] = _Span(lo, hi, param.index in written)
-            else:
-                span.lo, span.hi = min(span.lo, lo), max(span.hi, hi)
-                span.written |= param.index in written
-        total = 0
-        for span in spans.values():
-            span.arena_offset = total
-            total += (span.hi - span.lo + ALIGN - 1) // ALIGN * ALIGN
-        return spans, total
+@dataclass
+class QemuKernel:
+    """A riscv64 kernel run by the guest server: loaded there on first launch after each server start."""
+    name: str
+    so_path: str
+    executor: QemuExecutor = field(repr=False)
+    instrumented: bool   # has proton scopes: always runs profiled, so its records never pile up
+    direct_entry: int = 0
+    loaded: protocol.LoadedOnServer | None = None
+    generation: int = -1   # the server generation `loaded` belongs to
+    _kinds: tuple = (None, b"")   # (params, their kind bytes) of the last launch
 
-    def run(self, kernel: LoadedKernel, grid, params, values, written) -> None:
-        with self.lock:
-            spans, total = self._spans(params, values, written)
-            server = self._ensure_server(total)
-            handle = self._handle(kernel, server)
-            kinds, slots = bytearray(), []
-            for param, value in zip(params, values):
-                if param.is_pointer:
-                    span = spans[value.untyped_storage().data_ptr()]
-                    kinds.append(1)
-                    slots.append(span.arena_offset + value.data_ptr() - span.lo)
-                else:
-                    kinds.append(0)
-                    slots.append(value)
-            for span in spans.values():
-                ctypes.memmove(server.arena_addr + span.arena_offset, span.lo, span.hi - span.lo)
-            kinds += bytes(-(24 + len(kinds)) % 8)
-            payload = struct.pack("<I4iI", handle, grid[0], grid[1], grid[2], default_num_threads(),
-                                  len(slots)) + bytes(kinds) + struct.pack(f"<{len(slots)}Q", *slots)
+    def __call__(self, grid, args: Arguments) -> None:
+        self.launch(grid, args)
+
+    def launch(self, grid, args: Arguments) -> None:
+        executor = self.executor
+        with executor.lock:
+            slots, spans, total = arena_layout(args)
+            server = executor.server_for(total)
+            handle = self._handle(server)
+            arena = server.arena_addr
+            for span in spans:
+                ctypes.memmove(arena + span.arena_offset, span.lo, span.hi - span.lo)
+            plan = proton.plan_launch(self.instrumented)
+            message = protocol.run_message(handle, grid, default_num_threads(), self._kind_bytes(args.params), slots,
+                                           None if plan is None else plan.programs)
+            started, clock = time.monotonic_ns(), time.perf_counter_ns()
             try:
-                launch = self._request_run(kernel, server, payload, grid)
+                body = server.send(message, timeout=kernel_timeout())
             except KernelFault as fault:
-                self.shutdown()
-                raise KernelFault(f"kernel '{kernel.name}': {fault}") from None
+                executor.shutdown()
+                raise KernelFault(f"kernel '{self.name}': {fault}") from None
             except DeviceAssertionError as failure:
-                self._copy_back(server, spans)  # what the kernel wrote is visible, as on a GPU
-                raise DeviceAssertionError(f"kernel '{kernel.name}': {failure}") from None
-            self._copy_back(server, spans)
-        if launch is not None:
-            proton.record_launch(*launch)
+                _copy_back(arena, spans)  # what the kernel wrote is visible, as on a GPU
+                raise DeviceAssertionError(f"kernel '{self.name}': {failure}") from None
+            except protocol.ServerError as error:
+                raise RuntimeError(f"kernel '{self.name}': {error}") from None
+            wall = time.perf_counter_ns() - clock
+            _copy_back(arena, spans)
+            if plan is None or not plan.deliver:
+                return
+            launch = proton_buffers.launch_of(self.name, grid, executor.TARGET_LABEL, executor.counter(server), body,
+                                              wall, started)
+        proton.record_launch(launch, plan)
 
-    def _request_run(self, kernel: LoadedKernel, server: QemuServer, payload: bytes, grid):
-        """Runs the grid in the guest: profiled when the kernel has proton scopes or a profiling session
-        listens (spine/proton/), returning (its Launch, plan) when someone takes it."""
-        plan = proton.plan_launch(kernel.state["instrumented"])
-        if plan is None:
-            server.request(CMD_RUN, payload, timeout=kernel_timeout())
-            return None
-        started, clock = time.monotonic_ns(), time.perf_counter_ns()
-        body = server.request(CMD_RUN_PROFILED, struct.pack("<I", plan.programs) + payload,
-                              timeout=kernel_timeout())
-        wall = time.perf_counter_ns() - clock
-        if not plan.deliver:
-            return None
-        launch = proton_buffers.launch_of(kernel.name, grid, self.TARGET_LABEL, self.counter(server), body, wall,
-                                          started)
-        return launch, plan
+    def _handle(self, server: QemuServer) -> int:
+        if self.generation != self.executor.generation:
+            self.loaded = protocol.parse_load_reply(server.request(*protocol.load_request(self.so_path)))
+            self.generation = self.executor.generation
+        return self.loaded.handle
 
-    @staticmethod
-    def _copy_back(server: QemuServer, spans) -> None:
-        for span in spans.values():
-            if span.written:
-                ctypes.memmove(span.lo, server.arena_addr + span.arena_offset, span.hi - span.lo)
+    def _kind_bytes(self, params) -> bytes:
+        last, kinds = self._kinds
+        if last is not params:
+            kinds = bytes(protocol.KIND_ARENA_OFFSET if p.is_pointer else protocol.KIND_VALUE for p in params)
+            self._kinds = (params, kinds)
+        return kinds
+
+
+def _copy_back(arena: int, spans: list[_Span]) -> None:
+    for span in spans:
+        if span.written:
+            ctypes.memmove(span.lo, arena + span.arena_offset, span.hi - span.lo)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import sys
+import sysconfig
 
 from ..zig import cached_build, zig
 
@@ -24,9 +26,14 @@ def _sources_hash(names: tuple[str, ...], extra: str) -> str:
     return h.hexdigest()[:16]
 
 
-def _build(kind: str, sources: tuple[str, ...], flags: tuple[str, ...], suffix: str) -> str:
+def _build(kind: str, sources: tuple[str, ...], flags: tuple[str, ...], suffix: str,
+           compile_flags: tuple[str, ...] | None = None) -> str:
+    """`flags` key the build; `compile_flags` (default: the same) are what the compiler is given."""
+    language = "c++" if sources[0].endswith(".cpp") else "cc"
+
     def build(path: str) -> None:
-        zig("cc", *flags, *(os.path.join(CPP_DIR, s) for s in sources), "-o", path)
+        zig(language, *(flags if compile_flags is None else compile_flags),
+            *(os.path.join(CPP_DIR, s) for s in sources), "-o", path)
     return cached_build(f"{kind}-{_sources_hash(sources, ' '.join(flags))}{suffix}", build)
 
 
@@ -40,3 +47,14 @@ def guest_kernel_server() -> str:
     # -rdynamic: kernels bind to the server's device print/assert and profile record functions.
     return _build("kernel-server", ("kernel_server.c",) + SHARED_SOURCES,
                   ("-target", GUEST_ZIG_TARGET, "-O2", "-rdynamic", "-lpthread", "-ldl"), "")
+
+
+@functools.lru_cache(maxsize=None)
+def launch_extension() -> str:
+    """The host launch fast path (cpp/launch.cpp), a Python extension module for this interpreter, built
+    with zig's clang++ against pybind11's headers."""
+    import pybind11
+    flags = ("-shared", "-fPIC", "-O2", "-std=c++17", "-fvisibility=hidden", f"-I{sysconfig.get_paths()['include']}",
+             f"-I{pybind11.get_include()}")
+    tag = f"{sys.implementation.cache_tag}-pybind11-{pybind11.__version__}"
+    return _build("spine-launch", ("launch.cpp",), flags + (tag,), ".so", compile_flags=flags)

@@ -40,13 +40,13 @@ def test_each_target_runs_where_it_should(target):
     out = torch.empty(10)
     compiled = add_kernel[(1,)](x, x, out, 10, BLOCK=16)
     compiled._init_handles()
-    executor = type(compiled.function.executor).__name__
+    kernel = type(compiled.function).__name__
     assert compiled.metadata.arch == target
     if target == "riscv64" and platform.machine() != "riscv64":
-        assert executor == "QemuExecutor"
+        assert kernel == "QemuKernel"
         assert compiled.asm["so"][18] == 243  # ELF e_machine EM_RISCV
     else:
-        assert executor == "NativeExecutor"
+        assert kernel == "NativeKernel"
 
 
 def test_do_bench_works_on_cpu():

@@ -1,0 +1,314 @@
+/* The host launch fast path, a Python extension (pybind11): triton calls a DirectLauncher for every
+ * launch of a kernel, and it turns the argument tuple into the 8-byte slots of the kernel's entry point
+ * and runs the grid with the GIL released, with no Python frame of its own.
+ *
+ * It only takes the common case: CPU tensors, Python ints and floats, no launch hooks, no profiling
+ * listener, a kernel that runs in this process, arguments that do not alias memory the kernel writes.
+ * Anything else goes to `slow`, the Python launcher, which handles it in full (tensor wrappers, errors
+ * about bad arguments, the alias-safe variant, profiled launches, QEMU). Faults and failed device
+ * assertions are reported through `finish`, which raises the Python exception. */
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+typedef int (*run_grid_fn)(void *entry, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t threads);
+typedef int (*assert_pending_fn)(void);
+
+/* How a parameter's value becomes its slot. */
+enum Kind : uint8_t { POINTER = 0, INT = 1, FP32 = 2, FP64 = 3, FP16 = 4, BF16 = 5 };
+
+constexpr size_t MAX_PARAMS = 512;
+
+struct Param {
+    Kind kind;
+    uint64_t mask;       /* INT: the value's bits */
+    Py_ssize_t position; /* where triton's argument tuple has it */
+    bool reads;          /* read in place: it must not overlap memory the kernel writes */
+    bool written;
+};
+
+struct ByteRange {
+    uintptr_t lo, hi;
+    bool reads, written;
+};
+
+uint16_t half_bits(double value) {
+    _Float16 h = (_Float16)value;
+    uint16_t bits;
+    std::memcpy(&bits, &h, 2);
+    return bits;
+}
+
+uint16_t bf16_bits(double value) {  /* round to nearest even, as arguments.py's _bf16_encode */
+    float f = (float)value;
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    return (uint16_t)(((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF);
+}
+
+/* The number of grid threads SPINE_NUM_THREADS asks for, `fallback` when unset; -1 when the value is not
+ * a plain positive integer (the Python launcher then reports it). */
+int32_t requested_threads(int32_t fallback) {
+    const char *raw = std::getenv("SPINE_NUM_THREADS");
+    if (raw == nullptr || *raw == 0) return fallback;
+    char *end;
+    long value = std::strtol(raw, &end, 10);
+    return (*end == 0 && value > 0 && value < (1L << 30)) ? (int32_t)value : -1;
+}
+
+class DirectLauncher {
+  public:
+    DirectLauncher(py::list params, py::handle tensor_type, py::list sessions, uintptr_t run_grid,
+                   uintptr_t assert_pending, int32_t default_threads, py::object slow, py::object finish)
+        : tensor_type_((PyTypeObject *)tensor_type.ptr()), sessions_(sessions),
+          run_grid_((run_grid_fn)run_grid), assert_pending_((assert_pending_fn)assert_pending),
+          default_threads_(default_threads), slow_(slow), finish_(finish) {
+        for (py::handle item : params) {
+            py::tuple t = py::reinterpret_borrow<py::tuple>(item);
+            Param p;
+            p.kind = (Kind)t[0].cast<int>();
+            int bits = t[1].cast<int>();
+            p.mask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
+            p.position = t[2].cast<Py_ssize_t>();
+            p.reads = t[3].cast<bool>();
+            p.written = t[4].cast<bool>();
+            params_.push_back(p);
+        }
+        if (params_.size() > MAX_PARAMS) throw std::invalid_argument("too many kernel parameters");
+        is_cpu_ = py::str("is_cpu");
+        data_ptr_ = py::str("data_ptr");
+        shape_ = py::str("shape");
+        stride_ = py::str("stride");
+        element_size_ = py::str("element_size");
+        direct_entry_ = py::str("direct_entry");
+        calls_ = py::str("calls");
+        active_ = py::str("active");
+    }
+
+    /* triton's launcher call: (gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
+     * launch_enter_hook, launch_exit_hook, *args). */
+    py::object call(py::args all) {
+        PyObject *const *a = &PyTuple_GET_ITEM(all.ptr(), 0);
+        Py_ssize_t n = PyTuple_GET_SIZE(all.ptr());
+        if (n < 9 || !no_hook(a[7]) || !no_hook(a[8]) || listening()) return slow(all);
+        const char *capture = std::getenv("PROTON_KERNEL_CAPTURE");
+        if (capture != nullptr && *capture != 0) return slow(all);
+        int32_t grid[3];
+        for (int d = 0; d < 3; d++) {
+            long g = PyLong_Check(a[d]) ? PyLong_AsLong(a[d]) : -1;
+            if (g < 0 || g > INT32_MAX) {
+                PyErr_Clear();
+                return slow(all);
+            }
+            grid[d] = (int32_t)g;
+        }
+        void *entry = entry_of(a[4]);
+        if (entry == nullptr) return slow(all);
+        int32_t threads = requested_threads(default_threads_);
+        if (threads < 0) return slow(all);
+
+        uint64_t slots[MAX_PARAMS];
+        void *pointers[MAX_PARAMS];
+        ByteRange ranges[MAX_PARAMS];
+        size_t num_ranges = 0;
+        PyObject *const *args = a + 9;
+        Py_ssize_t num_args = n - 9;
+        for (size_t i = 0; i < params_.size(); i++) {
+            const Param &p = params_[i];
+            if (p.position >= num_args) return slow(all);
+            PyObject *value = args[p.position];
+            if (!encode(p, value, &slots[i])) return slow(all);
+            if (p.reads || p.written) {
+                ByteRange &range = ranges[num_ranges++];
+                if (!byte_range(value, slots[i], &range)) return slow(all);
+                range.reads = p.reads;
+                range.written = p.written;
+            }
+            pointers[i] = &slots[i];
+        }
+        if (num_ranges && overlaps(ranges, num_ranges)) return slow(all);  /* the alias-safe variant */
+        if ((int64_t)grid[0] * grid[1] * grid[2] == 0) return py::none();
+        int rc;
+        {
+            py::gil_scoped_release released;
+            rc = run_grid_(entry, pointers, grid[0], grid[1], grid[2], threads);
+        }
+        if (rc != 0 || assert_pending_()) finish_(py::handle(a[4]), rc);
+        return py::none();
+    }
+
+  private:
+    py::object slow(py::args all) { return slow_(*all); }
+
+    /* Whether a profiling session is active (spine/proton/session.py's plan_launch). */
+    bool listening() {
+        PyObject *list = sessions_.ptr();
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+            PyObject *active = PyObject_GetAttr(PyList_GET_ITEM(list, i), active_.ptr());
+            int on = active == nullptr ? 1 : PyObject_IsTrue(active);
+            Py_XDECREF(active);
+            if (on != 0) {
+                PyErr_Clear();
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /* None, or one of triton's HookChains with no hook in it. */
+    bool no_hook(PyObject *hook) {
+        if (hook == Py_None) return true;
+        PyObject *calls = PyObject_GetAttr(hook, calls_.ptr());
+        bool empty = calls != nullptr && PyList_Check(calls) && PyList_GET_SIZE(calls) == 0;
+        Py_XDECREF(calls);
+        if (calls == nullptr) PyErr_Clear();
+        return empty;
+    }
+
+    /* The entry point the loaded kernel object lets us call directly (0: it must go through launch()),
+     * looked up once per kernel object. */
+    void *entry_of(PyObject *function) {
+        if (function != last_function_.ptr()) {
+            PyObject *entry = PyObject_GetAttr(function, direct_entry_.ptr());
+            if (entry == nullptr) {
+                PyErr_Clear();
+                return nullptr;
+            }
+            last_entry_ = PyLong_AsVoidPtr(entry);
+            Py_DECREF(entry);
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                return nullptr;
+            }
+            last_function_ = py::reinterpret_borrow<py::object>(function);
+        }
+        return last_entry_;
+    }
+
+    bool encode(const Param &p, PyObject *value, uint64_t *slot) {
+        switch (p.kind) {
+        case POINTER: {
+            if (!PyObject_TypeCheck(value, tensor_type_)) return false;
+            PyObject *cpu = PyObject_GetAttr(value, is_cpu_.ptr());
+            bool on_cpu = cpu == Py_True;
+            Py_XDECREF(cpu);
+            if (!on_cpu) return clear();
+            PyObject *ptr = PyObject_CallMethodNoArgs(value, data_ptr_.ptr());
+            if (ptr == nullptr) return clear();
+            *slot = PyLong_AsUnsignedLongLong(ptr);
+            Py_DECREF(ptr);
+            return !PyErr_Occurred() || clear();
+        }
+        case INT: {
+            if (!PyLong_Check(value)) return false;
+            *slot = PyLong_AsUnsignedLongLongMask(value) & p.mask;
+            return !PyErr_Occurred() || clear();
+        }
+        default: {
+            if (!PyFloat_Check(value) && !PyLong_Check(value)) return false;
+            double d = PyFloat_AsDouble(value);
+            if (PyErr_Occurred()) return clear();
+            if (p.kind == FP32) {
+                float f = (float)d;
+                uint32_t bits;
+                std::memcpy(&bits, &f, 4);
+                *slot = bits;
+            } else if (p.kind == FP64) {
+                std::memcpy(slot, &d, 8);
+            } else {
+                *slot = p.kind == FP16 ? half_bits(d) : bf16_bits(d);
+            }
+            return true;
+        }
+        }
+    }
+
+    static bool clear() {
+        PyErr_Clear();
+        return false;
+    }
+
+    /* [first, last + 1) bytes a tensor view may touch, as arguments.byte_range. */
+    bool byte_range(PyObject *tensor, uint64_t data, ByteRange *range) {
+        py::object shape = py::reinterpret_steal<py::object>(PyObject_GetAttr(tensor, shape_.ptr()));
+        py::object stride = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(tensor, stride_.ptr()));
+        py::object size = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(tensor, element_size_.ptr()));
+        if (!shape || !stride || !size || !PyTuple_Check(shape.ptr()) || !PyTuple_Check(stride.ptr())) return clear();
+        Py_ssize_t rank = PyTuple_GET_SIZE(shape.ptr());
+        if (PyTuple_GET_SIZE(stride.ptr()) != rank) return false;
+        int64_t extent = 1;
+        for (Py_ssize_t d = 0; d < rank; d++) {
+            int64_t s = PyLong_AsLongLong(PyTuple_GET_ITEM(shape.ptr(), d));
+            int64_t st = PyLong_AsLongLong(PyTuple_GET_ITEM(stride.ptr(), d));
+            if (s == 0) return empty(data, range);
+            extent += (s - 1) * st;
+        }
+        int64_t bytes = PyLong_AsLongLong(size.ptr());
+        if (PyErr_Occurred()) return clear();
+        range->lo = data;
+        range->hi = data + extent * bytes;
+        return true;
+    }
+
+    static bool empty(uint64_t data, ByteRange *range) {
+        range->lo = range->hi = data;
+        return true;
+    }
+
+    /* Whether a range the kernel reads in place shares bytes with one it writes. */
+    static bool overlaps(const ByteRange *ranges, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+            if (!ranges[i].reads) continue;
+            for (size_t j = 0; j < n; j++)
+                if (ranges[j].written && ranges[i].lo < ranges[j].hi && ranges[j].lo < ranges[i].hi) return true;
+        }
+        return false;
+    }
+
+    std::vector<Param> params_;
+    PyTypeObject *tensor_type_;
+    py::list sessions_;
+    run_grid_fn run_grid_;
+    assert_pending_fn assert_pending_;
+    int32_t default_threads_;
+    py::object slow_, finish_;
+    py::object last_function_;
+    void *last_entry_ = nullptr;
+    py::str is_cpu_, data_ptr_, shape_, stride_, element_size_, direct_entry_, calls_, active_;
+};
+
+/* The raw values of environment variables (None when unset), as one tuple: what the driver keys its
+ * device index by, read without os.environ's per-variable Python work. */
+py::tuple environment(py::tuple names) {
+    Py_ssize_t n = PyTuple_GET_SIZE(names.ptr());
+    py::tuple out(n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *value = std::getenv(PyUnicode_AsUTF8(PyTuple_GET_ITEM(names.ptr(), i)));
+        PyObject *item = value != nullptr && *value != 0 ? PyBytes_FromString(value) : Py_NewRef(Py_None);
+        PyTuple_SET_ITEM(out.ptr(), i, item);
+    }
+    return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(spine_launch, m) {
+    m.doc() = "Spine's host launch fast path";
+    py::class_<DirectLauncher>(m, "DirectLauncher")
+        .def(py::init<py::list, py::handle, py::list, uintptr_t, uintptr_t, int32_t, py::object, py::object>())
+        .def("__call__", &DirectLauncher::call);
+    m.def("environment", &environment);
+    m.attr("POINTER") = (int)POINTER;
+    m.attr("INT") = (int)INT;
+    m.attr("FP32") = (int)FP32;
+    m.attr("FP64") = (int)FP64;
+    m.attr("FP16") = (int)FP16;
+    m.attr("BF16") = (int)BF16;
+}

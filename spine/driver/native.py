@@ -1,0 +1,124 @@
+"""Kernels that run in this process: the host target, or riscv64 on a riscv64 machine.
+
+The grid runs on the C runtime's thread pool (cpp/grid.c, cpp/host_runtime.c) under its fault guard, so a
+kernel that faults raises KernelFault instead of taking the process down. Pointer arguments are passed as
+they are. Launches normally skip `NativeKernel.launch`: the host launch fast path (cpp/launch.cpp, see
+launcher.py) calls `direct_entry` itself and comes back here only to report a fault or an assertion."""
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+
+from .. import switches
+from ..errors import DeviceAssertionError, KernelFault
+from ..proton import buffers as proton_buffers
+from ..proton import session as proton
+from .arguments import Arguments
+from .executor import default_num_threads
+from .source_lines import with_source_line
+
+GRID_FAULTED = -1  # grid.h's SPINE_GRID_FAULTED
+
+
+class NativeRuntime:
+    """The host runtime library (loaded RTLD_GLOBAL: kernels bind to its device print/assert and profile
+    record functions), with the argument types of what we call in it."""
+
+    def __init__(self):
+        from .toolchain import host_runtime_library
+        lib = ctypes.CDLL(host_runtime_library(), mode=os.RTLD_GLOBAL)
+        lib.spine_host_run_grid.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int32] * 4
+        lib.spine_host_run_grid.restype = ctypes.c_int
+        lib.spine_take_assert_failure.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        lib.spine_take_assert_failure.restype = ctypes.c_int
+        lib.spine_grid_take_fault.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        lib.spine_grid_take_fault.restype = ctypes.c_int
+        spin = switches.GRID_SPIN_US.get()
+        if spin is not None:
+            lib.spine_grid_set_spin(spin)
+        self.lib = lib
+        self.profile = proton_buffers.NativeBuffers(lib)
+        self.target_label = "riscv64" if platform.machine() == "riscv64" else "host"
+
+    def address(self, symbol: str) -> int:
+        """Where a runtime function is, for the launch fast path to call it without ctypes."""
+        return ctypes.cast(getattr(self.lib, symbol), ctypes.c_void_p).value
+
+    def run_grid(self, entry: int, args, grid, threads: int) -> int:
+        return self.lib.spine_host_run_grid(entry, args, grid[0], grid[1], grid[2], threads)
+
+    def take_fault(self) -> str:
+        message = ctypes.create_string_buffer(1024)
+        self.lib.spine_grid_take_fault(message, len(message))
+        self.lib.spine_take_assert_failure(message, 0)  # a partial launch's assertions are moot
+        return with_source_line(message.value.decode(errors="replace"))
+
+    def take_assert_failure(self) -> str | None:
+        message = ctypes.create_string_buffer(1024)
+        if self.lib.spine_take_assert_failure(message, len(message)):
+            return message.value.decode(errors="replace")
+        return None
+
+
+@dataclass
+class NativeKernel:
+    """A kernel shared object loaded into this process."""
+    name: str
+    so_path: str
+    runtime: NativeRuntime
+    library: ctypes.CDLL = field(repr=False)
+    entry: int
+    instrumented: bool   # has proton scopes: always runs profiled, so its records never pile up
+
+    @property
+    def direct_entry(self) -> int:
+        return 0 if self.instrumented else self.entry
+
+    def __call__(self, grid, args: Arguments) -> None:
+        self.launch(grid, args)
+
+    def launch(self, grid, args: Arguments) -> None:
+        n = len(args.values)
+        slots = (ctypes.c_uint64 * max(n, 1))(*args.slots())
+        base = ctypes.addressof(slots)
+        pointers = (ctypes.c_void_p * max(n, 1))(*range(base, base + 8 * n, 8))
+        plan = proton.plan_launch(self.instrumented)
+        if plan is None:
+            self.check(self.runtime.run_grid(self.entry, pointers, grid, default_num_threads()))
+            return
+        started, clock = time.monotonic_ns(), time.perf_counter_ns()
+        rc, block = self.runtime.profile.run_grid(self.entry, pointers, grid, default_num_threads(), plan.programs)
+        wall = time.perf_counter_ns() - clock
+        self.check(rc)
+        if plan.deliver and block is not None:
+            launch = proton_buffers.launch_of(self.name, grid, self.runtime.target_label,
+                                              self.runtime.profile.counter(), block, wall, started)
+            proton.record_launch(launch, plan)
+
+    def check(self, rc: int) -> None:
+        """Raises what a launch that returned `rc` ended in: a fault, a failed launch, a failed assertion."""
+        if rc == GRID_FAULTED:
+            raise KernelFault(f"kernel '{self.name}' faulted: {self.runtime.take_fault()}")
+        if rc:
+            raise RuntimeError(f"launching kernel '{self.name}' failed: {os.strerror(rc)}")
+        failure = self.runtime.take_assert_failure()
+        if failure is not None:
+            raise DeviceAssertionError(f"kernel '{self.name}': device assertion failed: {failure}")
+
+
+class NativeExecutor:
+    """Loads kernels into this process."""
+
+    def __init__(self):
+        self.runtime = NativeRuntime()
+
+    def load(self, name: str, so_path: str) -> NativeKernel:
+        library = ctypes.CDLL(so_path, mode=os.RTLD_LOCAL)
+        entry = ctypes.cast(library.spine_entry, ctypes.c_void_p).value
+        return NativeKernel(name, so_path, self.runtime, library, entry, proton_buffers.calls_records(so_path))
+
+    def shutdown(self) -> None:
+        pass  # kernels stay loaded for the life of the process
