@@ -1,13 +1,26 @@
-"""Vectorisable f32 `math.exp`.
+"""Vectorisable f32 math: exp, log, log2, erf, tanh, sin, cos and powf as arith/math ops.
 
-Upstream lowers math.exp to llvm.exp, which becomes a scalar `expf` call on RISC-V (LLVM has no vector
-math library for it), so a loop containing it does not vectorise. MLIR's own polynomial approximations
-are not exposed as a pass in the Python bindings we pin, hence this small rewrite: Cody-Waite range
-reduction, a degree-6 minimax polynomial (Cephes expf coefficients, about 1 ulp), and scaling by 2^k in
-two steps so that results down to the subnormal range stay exact.
+Upstream lowers these to llvm intrinsics or libm calls, which become scalar `expf`/`logf`/... calls in the
+loop on RISC-V (LLVM has no vector math library there) and on x86 too: the loop does not vectorise. MLIR's
+own polynomial approximations are not exposed as a pass in the Python bindings we pin, hence these
+rewrites. Runs after loops were formed, on scalar ops (f16/bf16 arrive widened to f32); sinh, cosh, asinh
+and friends reach it through math-expand-ops. f64 math is left to the C library.
 
-Runs after loops were formed, on scalar ops; tanh and friends reach it through math-expand-ops."""
+    exp     f32: Cody-Waite range reduction, a degree-6 minimax polynomial (Cephes expf coefficients, about
+            1 ulp), scaling by 2^k in two steps so that results down to the subnormal range stay exact
+    erf     f32: x + x P(x^2) below 1 (fused, one rounding), 1 - exp(Q(|x| - 2.3)) up to 3.95 with Q a fit
+            of log(erfc) (least squares, refined to near-minimax), 1 beyond: about 1.2 ulp
+    log, log2, tanh, sin, cos, powf
+            f32 computed in f64 and rounded once: log from the exponent bits and 2 atanh(s) of the
+            mantissa's s = (m - 1)/(m + 1) (a series in s^2), exp by reduction to |r| <= ln2/2 and a Taylor
+            series, sin/cos by Payne and Hanek's reduction by pi/2 (in f64 chunks of 2/pi, so for every
+            f32 up to 2^128) and Taylor series on |r| <= pi/4.
+            Every series is truncated where its next term is below 2^-45 relative: the one rounding to
+            f32 decides the result (within 1 ulp).
+"""
 from __future__ import annotations
+
+import math as pymath
 
 from mlir import ir
 from mlir.dialects import arith, math
@@ -19,20 +32,95 @@ POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.66
 MAX_INPUT = 88.72283935546875   # log(FLT_MAX)
 MIN_INPUT = -104.0              # below this exp underflows to 0 even as a subnormal
 
+# erf(x) = x + x * ERF_SMALL(x^2) on |x| < 1; erf(x) = 1 - exp(ERF_LARGE(|x| - ERF_CENTER)) on [1, 3.95]
+ERF_SMALL = (0.12837916326041868, -0.3761262019154313, 0.1128354820344326, -0.026852780581433783,
+             0.00518695322332066, -0.0008001684136496376, 7.834720257150388e-05)
+ERF_CENTER = 2.3
+ERF_LARGE = (-6.77394440255395, -4.976499041201986, -0.9368235688450801, -0.012771917414387952,
+             0.002636436058515102, -0.0005248510460606214, 9.689805250834612e-05, -1.585819475983026e-05,
+             2.08333881207699e-06, -6.914373392420126e-08, -8.446241873742135e-08, 2.0728556983257316e-08)
+ERF_SATURATED = 3.95            # erfc(3.95) < 2^-25: erf rounds to 1
+
+def _two_over_pi_bits(bits: int) -> int:
+    """floor(2/pi * 2^bits), from Machin's formula pi = 16 atan(1/5) - 4 atan(1/239) in integers."""
+    guard = bits + 32
+    one = 1 << guard
+
+    def atan_inverse(n: int) -> int:
+        total, term, k, sign = 0, one // n, 1, 1
+        while term:
+            total += sign * (term // k)
+            term //= n * n
+            k += 2
+            sign = -sign
+        return total
+    pi = 16 * atan_inverse(5) - 4 * atan_inverse(239)
+    return (2 << (guard + bits)) // pi
+
+
+CHUNK_BITS = 24                 # times an f32's 24 significant bits: exact in f64
+CHUNKS = 9                      # 2/pi to 2^-216: the bits an f32 up to 2^128 needs, and 60 more
+_BITS = _two_over_pi_bits(CHUNK_BITS * CHUNKS)
+TWO_OVER_PI_CHUNKS = tuple(
+    ((_BITS >> (CHUNK_BITS * (CHUNKS - 1 - i))) & ((1 << CHUNK_BITS) - 1)) * 2.0 ** (-CHUNK_BITS * (i + 1))
+    for i in range(CHUNKS))
+
+
+def _f32() -> ir.Type:
+    return ir.F32Type.get()
+
+
+def _f64() -> ir.Type:
+    return ir.F64Type.get()
+
+
+def _c(ty: ir.Type, value) -> ir.Value:
+    if isinstance(ty, ir.IntegerType):
+        return arith.ConstantOp(ty, value).result
+    return arith.ConstantOp(ty, float(value)).result
+
 
 def _f(value: float) -> ir.Value:
-    return arith.ConstantOp(ir.F32Type.get(), value).result
+    return _c(_f32(), value)
 
 
 def _i(value: int) -> ir.Value:
-    return arith.ConstantOp(ir.IntegerType.get_signless(32), value).result
+    return _c(ir.IntegerType.get_signless(32), value)
+
+
+def _add(a, b): return arith.AddFOp(a, b).result
+def _sub(a, b): return arith.SubFOp(a, b).result
+def _mul(a, b): return arith.MulFOp(a, b).result
+def _div(a, b): return arith.DivFOp(a, b).result
+def _fma(a, b, c): return math.FmaOp(a, b, c).result
+def _sel(c, a, b): return arith.SelectOp(c, a, b).result
+def _cmp(pred, a, b): return arith.CmpFOp(getattr(arith.CmpFPredicate, pred), a, b).result
+
+
+def _horner(x: ir.Value, coefficients) -> ir.Value:
+    """coefficients[0] + coefficients[1] x + ... with fused multiply-adds."""
+    p = _c(x.type, coefficients[-1])
+    for c in reversed(coefficients[:-1]):
+        p = _fma(p, x, _c(x.type, c))
+    return p
+
+
+def _round(x: ir.Value) -> ir.Value:
+    return math.FloorOp(_add(x, _c(x.type, 0.5))).result
 
 
 def _pow2(k: ir.Value) -> ir.Value:
     """2^k as f32 for integer k in [-126, 127], built from the exponent bits."""
     bits = arith.ShLIOp(arith.AddIOp(k, _i(127)).result, _i(23)).result
-    return arith.BitcastOp(ir.F32Type.get(), bits).result
+    return arith.BitcastOp(_f32(), bits).result
 
+
+def _widen(x): return arith.ExtFOp(_f64(), x).result
+def _narrow(x): return arith.TruncFOp(_f32(), x).result
+def _is_nan(x): return _cmp("UNO", x, x)
+
+
+# ----------------------------------------------------------------------------------------- f32 exp
 
 def expand_exp(x: ir.Value) -> ir.Value:
     clamped = arith.MinimumFOp(arith.MaximumFOp(x, _f(MIN_INPUT)).result, _f(MAX_INPUT)).result
@@ -54,17 +142,215 @@ def expand_exp(x: ir.Value) -> ir.Value:
     return arith.SelectOp(is_nan, x, result).result
 
 
+# ----------------------------------------------------------------------------------------- f32 erf
+
+def expand_erf(x: ir.Value) -> ir.Value:
+    a = math.AbsFOp(x).result
+    small = _fma(a, _horner(_mul(a, a), ERF_SMALL), a)
+    u = _sub(arith.MinimumFOp(a, _f(ERF_SATURATED)).result, _f(ERF_CENTER))
+    large = _sub(_f(1.0), expand_exp(_horner(u, ERF_LARGE)))
+    result = _sel(_cmp("OLT", a, _f(1.0)), small, large)
+    result = math.CopySignOp(result, x).result
+    return _sel(_is_nan(x), x, result)
+
+
+# ------------------------------------------------------------------------------------ f64 helpers
+
+def _exp64(t: ir.Value) -> ir.Value:
+    """e^t in f64 to about 2^-50 relative for results an f32 can hold; t clamped to [-200, 200] (the f32
+    rounding of the result then gives 0 or inf as it should); NaN stays NaN."""
+    f64 = _f64()
+    t = arith.MinimumFOp(arith.MaximumFOp(t, _c(f64, -200.0)).result, _c(f64, 200.0)).result
+    k = _round(_mul(t, _c(f64, LOG2E)))
+    r = _sub(t, _mul(k, _c(f64, 0.6931471803691238)))            # ln2's first 32 bits: exact product
+    r = _sub(r, _mul(k, _c(f64, 1.9082149292705877e-10)))        # |r| <= 0.35
+    p = _horner(r, [1.0 / pymath.factorial(n) for n in range(13)])
+    i64 = ir.IntegerType.get_signless(64)
+    bits = arith.ShLIOp(arith.AddIOp(arith.FPToSIOp(i64, k).result, _c(i64, 1023)).result, _c(i64, 52)).result
+    return _mul(p, arith.BitcastOp(f64, bits).result)
+
+
+def _log64(v: ir.Value) -> ir.Value:
+    """log(v) in f64 for finite normal v > 0, to about 2^-50 relative."""
+    f64, i64 = _f64(), ir.IntegerType.get_signless(64)
+    bits = arith.BitcastOp(i64, v).result
+    e = arith.SubIOp(arith.ShRUIOp(bits, _c(i64, 52)).result, _c(i64, 1023)).result
+    mantissa_bits = arith.OrIOp(arith.AndIOp(bits, _c(i64, (1 << 52) - 1)).result, _c(i64, 1023 << 52)).result
+    m = arith.BitcastOp(f64, mantissa_bits).result                      # [1, 2)
+    high = _cmp("OGT", m, _c(f64, pymath.sqrt(2.0)))
+    m = _sel(high, _mul(m, _c(f64, 0.5)), m)                            # [sqrt(1/2), sqrt(2)]
+    ef = arith.SIToFPOp(f64, e).result
+    ef = _sel(high, _add(ef, _c(f64, 1.0)), ef)
+    s = _div(_sub(m, _c(f64, 1.0)), _add(m, _c(f64, 1.0)))             # |s| <= 0.1716
+    z = _mul(s, s)
+    series = _horner(z, [2.0 / (2 * n + 1) for n in range(9)])
+    return _fma(ef, _c(f64, pymath.log(2.0)), _mul(s, series))
+
+
+# --------------------------------------------------------------------------------- log, log2 (f32)
+
+def _log_special(x: ir.Value, value: ir.Value) -> ir.Value:
+    """log's special cases around `value` (an f32 log of x for finite x > 0)."""
+    value = _sel(_cmp("OEQ", x, _f(0.0)), _f(float("-inf")), value)
+    value = _sel(_cmp("OEQ", x, _f(float("inf"))), x, value)
+    value = _sel(_cmp("OLT", x, _f(0.0)), _f(float("nan")), value)
+    return _sel(_is_nan(x), x, value)
+
+
+def _positive_finite64(x: ir.Value) -> ir.Value:
+    """x widened to f64, with values log cannot take (<= 0, inf, NaN) replaced by 1."""
+    ok = arith.AndIOp(_cmp("OGT", x, _f(0.0)), _cmp("OLT", x, _f(float("inf")))).result
+    return _widen(_sel(ok, x, _f(1.0)))
+
+
+def expand_log(x: ir.Value) -> ir.Value:
+    return _log_special(x, _narrow(_log64(_positive_finite64(x))))
+
+
+def expand_log2(x: ir.Value) -> ir.Value:
+    return _log_special(x, _narrow(_mul(_log64(_positive_finite64(x)), _c(_f64(), 1.0 / pymath.log(2.0)))))
+
+
+# ---------------------------------------------------------------------------------------- tanh (f32)
+
+TANH_SERIES_LIMIT = 0.125
+
+
+def expand_tanh(x: ir.Value) -> ir.Value:
+    f64 = _f64()
+    a = math.AbsFOp(_widen(x)).result
+    # 1 - 2 / (e^(2a) + 1); below the limit its cancellation would cost bits: Taylor series there.
+    far = _sub(_c(f64, 1.0), _div(_c(f64, 2.0), _add(_exp64(_mul(a, _c(f64, 2.0))), _c(f64, 1.0))))
+    z = _mul(a, a)
+    taylor = (1.0, -1.0 / 3, 2.0 / 15, -17.0 / 315, 62.0 / 2835, -1382.0 / 155925, 21844.0 / 6081075,
+              -929569.0 / 638512875)
+    near = _mul(a, _horner(z, taylor))
+    result = _narrow(_sel(_cmp("OLT", a, _c(f64, TANH_SERIES_LIMIT)), near, far))
+    result = math.CopySignOp(result, x).result
+    return _sel(_is_nan(x), x, result)
+
+
+# ------------------------------------------------------------------------------------- sin, cos (f32)
+
+SIN_TAYLOR = [(-1.0) ** n / pymath.factorial(2 * n + 1) for n in range(9)]   # in r^2, times r
+COS_TAYLOR = [(-1.0) ** n / pymath.factorial(2 * n) for n in range(10)]      # in r^2
+
+
+def _two_sum(a: ir.Value, b: ir.Value):
+    """(s, e) with s = fl(a + b) and a + b = s + e exactly (Knuth)."""
+    total = _add(a, b)
+    b_virtual = _sub(total, a)
+    a_virtual = _sub(total, b_virtual)
+    return total, _add(_sub(a, a_virtual), _sub(b, b_virtual))
+
+
+def _quadrant_and_remainder(x: ir.Value):
+    """x = (k + f) pi/2 with k mod 4 (i64) and f in [-1/2, 1/2] (f64, to about 2^-100 absolute, so that f
+    keeps its full precision however close x comes to a multiple of pi/2): Payne and Hanek's reduction.
+    Each product x * chunk of 2/pi is exact; its remainder mod 4 (in [-2, 2]) is exact; the remainders
+    are summed in double-double."""
+    f64, i64 = _f64(), ir.IntegerType.get_signless(64)
+    v = _widen(x)
+    high, low = _c(f64, 0.0), _c(f64, 0.0)
+    for chunk in TWO_OVER_PI_CHUNKS:
+        t = _mul(v, _c(f64, chunk))
+        t = _sub(t, _mul(_c(f64, 4.0), _round(_mul(t, _c(f64, 0.25)))))   # exact, and small t kept as it is
+        high, error = _two_sum(high, t)
+        low = _add(low, error)
+    high, low = _two_sum(high, low)
+    k = _round(high)
+    f = _add(_sub(high, k), low)
+    quadrant = arith.AndIOp(arith.FPToSIOp(i64, k).result, _c(i64, 3)).result
+    return quadrant, _mul(f, _c(f64, pymath.pi / 2))
+
+
+def _sin_cos_of(r: ir.Value):
+    z = _mul(r, r)
+    return _mul(r, _horner(z, SIN_TAYLOR)), _horner(z, COS_TAYLOR)
+
+
+def _pick(quadrant: ir.Value, choices) -> ir.Value:
+    i64 = ir.IntegerType.get_signless(64)
+    result = choices[3]
+    for q in (2, 1, 0):
+        result = _sel(arith.CmpIOp(arith.CmpIPredicate.eq, quadrant, _c(i64, q)).result, choices[q], result)
+    return result
+
+
+def _sin_or_cos(x: ir.Value, shift: int) -> ir.Value:
+    quadrant, r = _quadrant_and_remainder(x)
+    s, c = _sin_cos_of(r)
+    i64 = ir.IntegerType.get_signless(64)
+    quadrant = arith.AndIOp(arith.AddIOp(quadrant, _c(i64, shift)).result, _c(i64, 3)).result
+    neg_s, neg_c = arith.NegFOp(s).result, arith.NegFOp(c).result
+    result = _narrow(_pick(quadrant, (s, c, neg_s, neg_c)))
+    finite = _cmp("OLT", math.AbsFOp(x).result, _f(float("inf")))
+    return _sel(finite, result, _f(float("nan")))
+
+
+def expand_sin(x: ir.Value) -> ir.Value:
+    return _sin_or_cos(x, 0)
+
+
+def expand_cos(x: ir.Value) -> ir.Value:
+    return _sin_or_cos(x, 1)
+
+
+# -------------------------------------------------------------------------------------- powf (f32)
+
+def expand_powf(a: ir.Value, b: ir.Value) -> ir.Value:
+    """a^b as C's powf: exp(b log|a|) in f64, signed for negative a and odd integer b."""
+    f64 = _f64()
+    a64, b64 = _widen(a), _widen(b)
+    magnitude = math.AbsFOp(a64).result
+    usable = arith.AndIOp(_cmp("OGT", magnitude, _c(f64, 0.0)),
+                          _cmp("OLT", magnitude, _c(f64, float("inf")))).result
+    log_a = _log64(_sel(usable, magnitude, _c(f64, 1.0)))
+    log_a = _sel(_cmp("OEQ", magnitude, _c(f64, 0.0)), _c(f64, float("-inf")), log_a)
+    log_a = _sel(_cmp("OEQ", magnitude, _c(f64, float("inf"))), magnitude, log_a)
+    t = _mul(b64, log_a)
+    t = _sel(_is_nan(magnitude), magnitude, t)
+    result = _narrow(_exp64(t))
+    # inf * 0 cases: |a| == 1 (b infinite) and b == 0 give 1
+    integer = _cmp("OEQ", math.FloorOp(b).result, b)                    # true for infinities
+    half = _mul(b, _f(0.5))
+    odd = arith.AndIOp(integer, _cmp("ONE", math.FloorOp(half).result, half)).result
+    negative = _cmp("OLT", a, _f(0.0))
+    result = _sel(arith.AndIOp(negative, odd).result, arith.NegFOp(result).result, result)
+    # -0 with odd integer b keeps its sign (zero or infinity)
+    i32 = ir.IntegerType.get_signless(32)
+    sign = arith.CmpIOp(arith.CmpIPredicate.slt, arith.BitcastOp(i32, a).result, _i(0)).result
+    negative_zero = arith.AndIOp(_cmp("OEQ", a, _f(0.0)), sign).result
+    result = _sel(arith.AndIOp(negative_zero, odd).result, arith.NegFOp(result).result, result)
+    finite_a = _cmp("OLT", math.AbsFOp(a).result, _f(float("inf")))
+    invalid = arith.AndIOp(arith.AndIOp(negative, finite_a).result,
+                           arith.XOrIOp(integer, _c(ir.IntegerType.get_signless(1), 1)).result).result
+    result = _sel(invalid, _f(float("nan")), result)
+    result = _sel(_is_nan(b), b, result)
+    result = _sel(_cmp("OEQ", a, _f(1.0)), _f(1.0), result)
+    result = _sel(_cmp("OEQ", math.AbsFOp(a).result, _f(1.0)),
+                  _sel(_cmp("OEQ", math.AbsFOp(b).result, _f(float("inf"))), _f(1.0), result), result)
+    return _sel(_cmp("OEQ", b, _f(0.0)), _f(1.0), result)
+
+
+UNARY = {"math.exp": expand_exp, "math.erf": expand_erf, "math.log": expand_log, "math.log2": expand_log2,
+         "math.tanh": expand_tanh, "math.sin": expand_sin, "math.cos": expand_cos}
+BINARY = {"math.powf": expand_powf}
+
+
 def expand_math(module) -> None:
-    """Replace every scalar f32 math.exp in the module by expand_exp."""
-    exps = []
+    """Replace every scalar f32 math op listed in UNARY and BINARY by its expansion."""
+    found = []
 
     def collect(op):
-        if op.operation.name == "math.exp" and isinstance(op.results[0].type, ir.F32Type):
-            exps.append(op.operation)
+        name = op.operation.name
+        if (name in UNARY or name in BINARY) and isinstance(op.results[0].type, ir.F32Type):
+            found.append(op.operation)
         return ir.WalkResult.ADVANCE
     module.operation.walk(collect)
-    for op in exps:
+    for op in found:
+        name = op.name
         with ir.InsertionPoint(op), op.location:
-            value = expand_exp(op.operands[0])
+            value = (UNARY[name] if name in UNARY else BINARY[name])(*op.operands)
         op.results[0].replace_all_uses_with(value)
         op.erase()
