@@ -17,14 +17,7 @@ EXAMPLES = 20
 # Failures whose fix lies outside the conversion, reported with a minimal kernel (bench/RESULTS.md,
 # "Differential fuzzing"). Matched by target and a distinctive part of the failure; delete an entry once
 # its fix lands, and the run checks those kernels again.
-KNOWN_ISSUES = [
-    ("riscv64", "undefined symbol: __truncsfbf2",
-     "bf16 values held in registers across blocks (a bf16 atomic_add's compare-and-swap loop, a loop-carried "
-     "bf16 tile, bf16 fma, bf16 stored under a mask): LLVM's RISC-V backend converts them with compiler-rt's "
-     "__truncsfbf2, which kernels are not linked against"),
-    ("riscv64", runner.QEMU_RTZ_ABORT,
-     "QEMU 7.2 aborts translating RVV float-to-integer conversions (vfcvt.rtz.*)"),
-]
+KNOWN_ISSUES: list[tuple[str, str, str]] = []
 
 
 def known_issue(target: str, outcome: runner.Outcome):
