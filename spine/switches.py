@@ -76,9 +76,15 @@ QEMU = Switch("SPINE_QEMU", str, None, "QEMU binary (default: `qemu-riscv64` on 
 QEMU_CPU = Switch("SPINE_QEMU_CPU", str, "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0,zfh=true,zvfh=true,zba=true,zbb=true,"
                   "zbs=true", "QEMU `-cpu` string (default VLEN 256)")
 QEMU_TRACE = Switch("SPINE_QEMU_TRACE", str, None, "log every guest instruction to this file (instruction "
-                    "counting, `bench/icount.py`)")
-KERNEL_TIMEOUT = Switch("SPINE_KERNEL_TIMEOUT", float, 600.0, "seconds before a kernel under QEMU is declared "
-                        "hung and stopped (0: never)")
+                    "counting, `python -m spine.count`)")
+KERNEL_TIMEOUT = Switch("SPINE_KERNEL_TIMEOUT", float, 600.0, "seconds before a kernel under QEMU or on a board is "
+                        "declared hung and stopped (0: never)")
+REMOTE = Switch("SPINE_REMOTE", str, None, "a command that opens a POSIX shell on a riscv64 board (e.g. "
+                "`ssh user@board sh`): `riscv64` kernels then run there (see Running on a board); a compile key "
+                "only so that kernels loaded before it changed are loaded anew, for the board", compile_key=True)
+REMOTE_RUNNER = Switch("SPINE_REMOTE_RUNNER", str, None, "a command prefix the board's shell runs the kernel "
+                       "server with, for a remote that cannot run riscv64 code itself (the tests: a local "
+                       "shell and `qemu-riscv64 ...`)")
 ARENA_MB = Switch("SPINE_ARENA_MB", _positive_int, 64, "initial size of the QEMU shared arena (grows on demand)")
 COMPILE_TIMEOUT = Switch("SPINE_COMPILE_TIMEOUT", float, 600.0, "seconds one compile stage may take in the "
                          "compile worker before it is stopped (0: never)")
@@ -87,7 +93,7 @@ CACHE_DIR = Switch("SPINE_CACHE_DIR", str, None, "Spine's own cache (runtime bui
 
 ALL = (TARGET, HOST_CPU, HOST_FEATURES, RISCV_CPU, RISCV_FEATURES, DUMP_PATH, KERNEL_CAPTURE, PROTON_OUTPUT,
        PROTON_VERBOSE, DISABLE_PROTON, NUM_THREADS, GRID_SPIN_US, QEMU, QEMU_CPU, QEMU_TRACE, KERNEL_TIMEOUT,
-       ARENA_MB, COMPILE_TIMEOUT, CACHE_DIR)
+       ARENA_MB, COMPILE_TIMEOUT, CACHE_DIR, REMOTE, REMOTE_RUNNER)
 
 
 def instrumentation_on() -> bool:

@@ -63,9 +63,13 @@ class _TraceReader(threading.Thread):
 
 @contextlib.contextmanager
 def _switches_set(values: dict):
-    """Sets switches (spine/switches.py) for the duration, then restores the environment."""
+    """Sets switches (spine/switches.py; None: unset) for the duration, then restores the environment."""
     saved = {switch.name: os.environ.get(switch.name) for switch in values}
-    os.environ.update({switch.name: str(value) for switch, value in values.items()})
+    for switch, value in values.items():
+        if value is None:
+            os.environ.pop(switch.name, None)
+        else:
+            os.environ[switch.name] = str(value)
     try:
         yield
     finally:
@@ -82,16 +86,17 @@ def traced_launch(launch, qemu_cpu: str | None = None) -> Trace:
     from ..driver.cpu_driver import _executor_for
     from ..targets import riscv64_target
 
-    executor = _executor_for(riscv64_target())
     with tempfile.TemporaryDirectory(prefix="spine-count-") as tmp:
         fifo = os.path.join(tmp, "trace")
         os.mkfifo(fifo)
         reader = _TraceReader(fifo)
         reader.start()
-        values = {switches.QEMU_TRACE: fifo, switches.NUM_THREADS: 1}
+        # Under QEMU, whatever the session's target: counting needs QEMU's log, not a board.
+        values = {switches.QEMU_TRACE: fifo, switches.NUM_THREADS: 1, switches.REMOTE: None}
         if qemu_cpu:
             values[switches.QEMU_CPU] = qemu_cpu
         with _switches_set(values):
+            executor = _executor_for(riscv64_target())
             executor.shutdown()          # the next launch starts a traced server
             result = launch()
             executor.shutdown()          # QEMU flushes the log as it exits

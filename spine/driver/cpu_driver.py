@@ -40,6 +40,10 @@ def target_of_binary(kernel: bytes) -> Target:
 
 
 def _executor_for(target: Target):
+    remote = switches.REMOTE.get()
+    if remote and target.name == "riscv64" and not target.is_native:   # a board (remote.py)
+        from .remote import remote_executor
+        return remote_executor(remote)
     return executor_for(target.name, target.is_native)
 
 

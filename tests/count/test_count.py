@@ -4,11 +4,12 @@ import os
 
 import pytest
 
+from spine import switches
 from spine.count.__main__ import main
 from spine.count.rvv import is_vector
 
 KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels.py")
-CPU = "rv64,v=true,vlen={},elen=64,vext_spec=v1.0,Zfh=true,zba=true,zbb=true,zbs=true"
+CPU = switches.QEMU_CPU.default.replace("vlen=256", "vlen={}")
 
 
 def _count(capsys, *extra) -> dict:
