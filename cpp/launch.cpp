@@ -3,16 +3,28 @@
  * and runs the grid with the GIL released, with no Python frame of its own.
  *
  * It only takes the common case: CPU tensors, Python ints and floats, no launch hooks, no profiling
- * listener, a kernel that runs in this process, arguments that do not alias memory the kernel writes.
- * Anything else goes to `slow`, the Python launcher, which handles it in full (tensor wrappers, errors
- * about bad arguments, the alias-safe variant, profiled launches, QEMU). Faults and failed device
- * assertions are reported through `finish`, which raises the Python exception. */
+ * listener, arguments that do not alias memory the kernel writes. Anything else goes to `slow`, the
+ * Python launcher, which handles it in full (tensor wrappers, errors about bad arguments, the alias-safe
+ * variant, profiled launches).
+ *
+ * A kernel object offers one of two ways in: `direct_entry`, an entry point in this process (NativeKernel),
+ * or `direct_server(arena bytes)`, a kernel server reached through a shared arena and a pair of pipes
+ * (QemuKernel): the launch is then one RUN round trip of the kernel server protocol, with the tensors'
+ * byte ranges copied into the arena before and the written ones back after, as qemu.py's arena_layout.
+ * A launch that did not succeed is handed to `finish`, which raises the Python exception. */
 #include <pybind11/pybind11.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <string>
 #include <vector>
+
+#include <poll.h>
+#include <unistd.h>
 
 namespace py = pybind11;
 
@@ -31,6 +43,7 @@ struct Param {
     uint64_t mask;       /* INT: the value's bits */
     Py_ssize_t position; /* where triton's argument tuple has it */
     bool reads;          /* read in place: it must not overlap memory the kernel writes */
+    bool checked_write;  /* written, and checked against those read in place */
     bool written;
 };
 
@@ -78,7 +91,8 @@ class DirectLauncher {
             p.mask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
             p.position = t[2].cast<Py_ssize_t>();
             p.reads = t[3].cast<bool>();
-            p.written = t[4].cast<bool>();
+            p.checked_write = t[4].cast<bool>();
+            p.written = t[5].cast<bool>();
             params_.push_back(p);
         }
         if (params_.size() > MAX_PARAMS) throw std::invalid_argument("too many kernel parameters");
@@ -89,6 +103,8 @@ class DirectLauncher {
         element_size_ = py::str("element_size");
         direct_entry_ = py::str("direct_entry");
         calls_ = py::str("calls");
+        direct_server_ = py::str("direct_server");
+        untyped_storage_ = py::str("untyped_storage");
         active_ = py::str("active");
     }
 
@@ -110,7 +126,7 @@ class DirectLauncher {
             grid[d] = (int32_t)g;
         }
         void *entry = entry_of(a[4]);
-        if (entry == nullptr) return slow(all);
+        if (entry == nullptr) return slow(all);  /* neither way in */
         int32_t threads = requested_threads(default_threads_);
         if (threads < 0) return slow(all);
 
@@ -125,16 +141,17 @@ class DirectLauncher {
             if (p.position >= num_args) return slow(all);
             PyObject *value = args[p.position];
             if (!encode(p, value, &slots[i])) return slow(all);
-            if (p.reads || p.written) {
+            if (p.reads || p.checked_write) {
                 ByteRange &range = ranges[num_ranges++];
                 if (!byte_range(value, slots[i], &range)) return slow(all);
                 range.reads = p.reads;
-                range.written = p.written;
+                range.written = p.checked_write;
             }
             pointers[i] = &slots[i];
         }
         if (num_ranges && overlaps(ranges, num_ranges)) return slow(all);  /* the alias-safe variant */
         if ((int64_t)grid[0] * grid[1] * grid[2] == 0) return py::none();
+        if (entry == SERVER) return arena_launch(all, a[4], args, grid, threads, slots);
         int rc;
         {
             py::gil_scoped_release released;
@@ -145,7 +162,155 @@ class DirectLauncher {
     }
 
   private:
+    /* entry_of's answer for a kernel reached through a kernel server. */
+    static inline void *const SERVER = (void *)1;
+
     py::object slow(py::args all) { return slow_(*all); }
+
+    struct Span {
+        uintptr_t lo, hi, key;
+        bool written;
+        uint64_t offset;
+    };
+
+    /* One RUN round trip to the kernel server behind `function` (see the top of this file). */
+    py::object arena_launch(py::args all, PyObject *function, PyObject *const *args, const int32_t grid[3],
+                            int32_t threads, uint64_t *slots) {
+        Span spans[MAX_PARAMS];
+        size_t num_spans = 0, span_of[MAX_PARAMS];
+        for (size_t i = 0; i < params_.size(); i++) {
+            const Param &p = params_[i];
+            if (p.kind != POINTER) continue;
+            ByteRange range;
+            uintptr_t key;
+            if (!byte_range(args[p.position], slots[i], &range) || !storage_of(args[p.position], &key))
+                return slow(all);
+            size_t s = 0;
+            while (s < num_spans && spans[s].key != key) s++;
+            if (s == num_spans) {
+                spans[num_spans++] = Span{range.lo, range.hi, key, p.written, 0};
+            } else {
+                spans[s].lo = spans[s].lo < range.lo ? spans[s].lo : range.lo;
+                spans[s].hi = spans[s].hi > range.hi ? spans[s].hi : range.hi;
+                spans[s].written |= p.written;
+            }
+            span_of[i] = s;
+        }
+        uint64_t total = 0;
+        for (size_t s = 0; s < num_spans; s++) {
+            spans[s].offset = total;
+            total += (spans[s].hi - spans[s].lo + 63) / 64 * 64;
+        }
+        /* (handle, arena address, request fd, reply fd, timeout ms or -1, lock held) or None; the lock is
+         * the executor's, taken by direct_server and released by us. */
+        py::object server = py::reinterpret_steal<py::object>(
+            PyObject_CallMethodOneArg(function, direct_server_.ptr(), py::int_(total).ptr()));
+        if (!server) throw py::error_already_set();
+        if (server.is_none()) return slow(all);
+        py::tuple t = py::reinterpret_borrow<py::tuple>(server);
+        uint32_t handle = t[0].cast<uint32_t>();
+        uint8_t *arena = (uint8_t *)t[1].cast<uintptr_t>();
+        int request_fd = t[2].cast<int>(), reply_fd = t[3].cast<int>();
+        int timeout_ms = t[4].cast<int>();
+        py::object lock = t[5];
+        struct Release {
+            py::object &lock;
+            ~Release() { lock.attr("release")(); }
+        } release{lock};
+
+        size_t n = params_.size(), values_at = (24 + n + 7) / 8 * 8;
+        std::vector<uint8_t> message(8 + values_at + 8 * n, 0);
+        uint32_t header[2] = {2 /* RUN */, (uint32_t)(values_at + 8 * n)};
+        int32_t head[6];
+        std::memcpy(&head[0], &handle, 4);
+        std::memcpy(&head[1], grid, 12);
+        head[4] = threads;
+        head[5] = (int32_t)n;
+        std::memcpy(message.data(), header, 8);
+        std::memcpy(message.data() + 8, head, 24);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t value = slots[i];
+            if (params_[i].kind == POINTER) {
+                const Span &span = spans[span_of[i]];
+                value = span.offset + (slots[i] - span.lo);
+                message[8 + 24 + i] = 1;  /* an arena offset */
+            }
+            std::memcpy(message.data() + 8 + values_at + 8 * i, &value, 8);
+        }
+        int32_t status;
+        std::string body;
+        {
+            py::gil_scoped_release released;
+            for (size_t s = 0; s < num_spans; s++)
+                std::memcpy(arena + spans[s].offset, (void *)spans[s].lo, spans[s].hi - spans[s].lo);
+            status = round_trip(request_fd, reply_fd, message, timeout_ms, &body);
+            if (status == 0 || status == 2)  /* what the kernel wrote is visible, even when it asserted */
+                for (size_t s = 0; s < num_spans; s++)
+                    if (spans[s].written)
+                        std::memcpy((void *)spans[s].lo, arena + spans[s].offset, spans[s].hi - spans[s].lo);
+        }
+        if (status != 0 || !body.empty()) finish_(py::handle(function), status, py::bytes(body));
+        return py::none();
+    }
+
+    /* Writes the request and reads the reply's status and payload: -1 when the stream closed, -2 when no
+     * reply came within timeout_ms. */
+    static int32_t round_trip(int request_fd, int reply_fd, const std::vector<uint8_t> &message, int timeout_ms,
+                              std::string *body) {
+        size_t sent = 0;
+        while (sent < message.size()) {
+            ssize_t w = write(request_fd, message.data() + sent, message.size() - sent);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) break;  /* the read below reports the closed stream */
+            sent += (size_t)w;
+        }
+        struct timespec start;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        uint8_t header[8];
+        int32_t rc = read_exact(reply_fd, header, 8, timeout_ms, start);
+        if (rc) return rc;
+        int32_t status;
+        uint32_t length;
+        std::memcpy(&status, header, 4);
+        std::memcpy(&length, header + 4, 4);
+        body->resize(length);
+        if (length && (rc = read_exact(reply_fd, &(*body)[0], length, timeout_ms, start))) return rc;
+        return status;
+    }
+
+    static int32_t read_exact(int fd, void *buffer, size_t n, int timeout_ms, struct timespec start) {
+        uint8_t *p = (uint8_t *)buffer;
+        while (n) {
+            int wait = -1;
+            if (timeout_ms >= 0) {
+                struct timespec now;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                int64_t spent = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+                if (spent >= timeout_ms) return -2;
+                wait = (int)(timeout_ms - spent);
+            }
+            struct pollfd ready = {fd, POLLIN, 0};
+            int r = poll(&ready, 1, wait);
+            if (r < 0 && errno == EINTR) continue;
+            if (r == 0) return -2;
+            ssize_t got = read(fd, p, n);
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) return -1;
+            p += got;
+            n -= (size_t)got;
+        }
+        return 0;
+    }
+
+    /* The address of a tensor's storage, which groups views of one storage into one span. */
+    bool storage_of(PyObject *tensor, uintptr_t *key) {
+        py::object storage = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(tensor, untyped_storage_.ptr()));
+        if (!storage) return clear();
+        py::object ptr = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(storage.ptr(), data_ptr_.ptr()));
+        if (!ptr) return clear();
+        *key = (uintptr_t)PyLong_AsUnsignedLongLong(ptr.ptr());
+        return !PyErr_Occurred() || clear();
+    }
 
     /* Whether a profiling session is active (spine/proton/session.py's plan_launch). */
     bool listening() {
@@ -172,8 +337,8 @@ class DirectLauncher {
         return empty;
     }
 
-    /* The entry point the loaded kernel object lets us call directly (0: it must go through launch()),
-     * looked up once per kernel object. */
+    /* The entry point the loaded kernel object lets us call directly, SERVER when it is reached through
+     * direct_server, null when every launch must go through its launch(); looked up once per object. */
     void *entry_of(PyObject *function) {
         if (function != last_function_.ptr()) {
             PyObject *entry = PyObject_GetAttr(function, direct_entry_.ptr());
@@ -187,6 +352,8 @@ class DirectLauncher {
                 PyErr_Clear();
                 return nullptr;
             }
+            if (last_entry_ != nullptr && run_grid_ == nullptr) last_entry_ = nullptr;  /* no runtime here */
+            if (last_entry_ == nullptr && PyObject_HasAttr(function, direct_server_.ptr())) last_entry_ = SERVER;
             last_function_ = py::reinterpret_borrow<py::object>(function);
         }
         return last_entry_;
@@ -215,6 +382,10 @@ class DirectLauncher {
             if (!PyFloat_Check(value) && !PyLong_Check(value)) return false;
             double d = PyFloat_AsDouble(value);
             if (PyErr_Occurred()) return clear();
+            /* A finite value its type cannot hold: the Python launcher raises OverflowError for it. */
+            bool narrow = p.kind == FP32 || p.kind == BF16;
+            if (std::isfinite(d) && (narrow ? std::isinf((float)d) : p.kind == FP16 && std::isinf((double)(_Float16)d)))
+                return false;
             if (p.kind == FP32) {
                 float f = (float)d;
                 uint32_t bits;
@@ -281,7 +452,8 @@ class DirectLauncher {
     py::object slow_, finish_;
     py::object last_function_;
     void *last_entry_ = nullptr;
-    py::str is_cpu_, data_ptr_, shape_, stride_, element_size_, direct_entry_, calls_, active_;
+    py::str is_cpu_, data_ptr_, shape_, stride_, element_size_, direct_entry_, calls_, active_, direct_server_,
+        untyped_storage_;
 };
 
 /* The raw values of environment variables (None when unset), as one tuple: what the driver keys its

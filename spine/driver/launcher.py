@@ -153,14 +153,16 @@ class CPULauncher:
         if launch_exit_hook is not None:
             launch_exit_hook(launch_metadata)
 
-    def finish(self, function, rc: int) -> None:
-        """Raises what a launch by the fast path ended in (it calls this only when a launch did not succeed)."""
+    def finish(self, function, *outcome) -> None:
+        """Raises what a launch by the fast path ended in (it calls this only when a launch did not succeed):
+        `outcome` is what the kernel object's check() takes."""
         with _bounds_errors_recognised():
-            function.check(rc)
+            function.check(*outcome)
 
     def direct_params(self) -> list[tuple] | None:
         """The fast path's description of each parameter, (kind, int bits, argument position, read in place,
-        written), or None when a launch of this kernel always needs the Python path."""
+        written, and both checked for aliasing; written), or None when a launch of this kernel always needs
+        the Python path."""
         if self.extents or any(s.kind != "plain" or s.path for s in self.sources):
             return None
         aliasing = bool(self.read_in_place and self.written)
@@ -175,7 +177,7 @@ class CPULauncher:
             else:
                 return None
             out.append((kind, bits, source.position, aliasing and param.index in self.read_in_place,
-                        aliasing and param.index in self.written))
+                        aliasing and param.index in self.written, param.index in self.written))
         return out
 
 
@@ -220,15 +222,16 @@ def launch_extension():
 def make_launcher(src, metadata):
     """The launcher triton keeps for a compiled kernel: the fast path where it applies, else CPULauncher."""
     launcher = CPULauncher(src, metadata)
-    target = getattr(metadata, "arch", None)
-    if target != "host" and not (target == "riscv64" and platform.machine() == "riscv64"):
-        return launcher  # runs under QEMU
     params = launcher.direct_params()
     extension = launch_extension() if params is not None else None
     if extension is None:
         return launcher
     import torch
     from ..proton import session
-    runtime = executor_for(target, True).runtime
-    return extension.DirectLauncher(params, torch.Tensor, session._sessions, runtime.address("spine_host_run_grid"),
-                                    runtime.address("spine_assert_pending"), CORES, launcher, launcher.finish)
+    run_grid = assert_pending = 0
+    target = getattr(metadata, "arch", None)
+    if target == "host" or (target == "riscv64" and platform.machine() == "riscv64"):
+        runtime = executor_for(target, True).runtime
+        run_grid, assert_pending = runtime.address("spine_host_run_grid"), runtime.address("spine_assert_pending")
+    return extension.DirectLauncher(params, torch.Tensor, session._sessions, run_grid, assert_pending, CORES,
+                                    launcher, launcher.finish)

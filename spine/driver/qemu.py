@@ -141,12 +141,18 @@ class QemuServer:
                 return body
             return self.channel.send(message, timeout)
         except protocol.ChannelTimeout:
-            self.close()
-            raise KernelFault(f"the QEMU kernel server did not answer within {timeout:.0f} s "
-                              f"(SPINE_KERNEL_TIMEOUT); it was stopped") from None
+            raise self.hung(timeout) from None
         except protocol.ChannelClosed:
-            self.proc.wait()
-            raise KernelFault(self._death_message()) from None
+            raise self.died() from None
+
+    def hung(self, timeout: float) -> KernelFault:
+        self.close()
+        return KernelFault(f"the QEMU kernel server did not answer within {timeout:.0f} s "
+                           f"(SPINE_KERNEL_TIMEOUT); it was stopped")
+
+    def died(self) -> KernelFault:
+        self.proc.wait()
+        return KernelFault(self._death_message())
 
     def _death_message(self) -> str:
         self.stderr.seek(0)
@@ -263,6 +269,37 @@ class QemuKernel:
 
     def __call__(self, grid, args: Arguments) -> None:
         self.launch(grid, args)
+
+    def direct_server(self, arena_bytes: int):
+        """For the launch fast path (cpp/launch.cpp): takes the executor's lock and returns (handle, arena
+        address, request fd, reply fd, timeout in ms or -1, the lock) of a live server whose arena holds
+        `arena_bytes`, with this kernel loaded; None, without the lock, when the launch must be profiled."""
+        if self.instrumented:
+            return None
+        lock = self.executor.lock
+        lock.acquire()
+        try:
+            server = self.executor.server_for(arena_bytes)
+            handle = self._handle(server)
+            timeout = kernel_timeout()
+            return (handle, server.arena_addr, server.channel.write_fd, server.channel.read_fd,
+                    -1 if timeout is None else max(int(timeout * 1000), 1), lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    def check(self, status: int, body: bytes) -> None:
+        """Raises what a launch by the fast path ended in: status -1 the server died, -2 it did not answer in
+        time, else the kernel server's reply status and payload."""
+        server = self.executor.server
+        if status in (-1, -2):
+            fault = server.died() if status == -1 else server.hung(kernel_timeout())
+            self.executor.shutdown()
+            raise KernelFault(f"kernel '{self.name}': {fault}")
+        message = body.decode(errors="replace")
+        if status == protocol.STATUS_ASSERTION:
+            raise DeviceAssertionError(f"kernel '{self.name}': device assertion failed: {message}")
+        raise RuntimeError(f"kernel '{self.name}': {message or f'unexpected reply (status {status})'}")
 
     def launch(self, grid, args: Arguments) -> None:
         executor = self.executor

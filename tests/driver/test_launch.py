@@ -1,0 +1,232 @@
+"""The launch path: the typed kernel objects each executor loads, and the fast path (cpp/launch.cpp) that
+triton calls for every launch, against the Python launcher it falls back to."""
+import struct
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from spine.driver.arguments import Arguments, Param
+from spine.errors import DeviceAssertionError, KernelFault
+from tests.kernels import add_kernel
+
+
+@triton.jit
+def scalars_kernel(out_ptr, i32, i64, u8: tl.uint8, f32, f64: tl.float64, flag):
+    tl.store(out_ptr + 0, i32.to(tl.float64))
+    tl.store(out_ptr + 1, i64.to(tl.float64))
+    tl.store(out_ptr + 2, u8.to(tl.float64))
+    tl.store(out_ptr + 3, f32.to(tl.float64))
+    tl.store(out_ptr + 4, f64)
+    tl.store(out_ptr + 5, flag.to(tl.float64))
+
+
+@triton.jit
+def half_scalars_kernel(out_ptr, h: tl.float16, b: tl.bfloat16):
+    tl.store(out_ptr + 0, h.to(tl.float32))
+    tl.store(out_ptr + 1, b.to(tl.float32))
+
+
+@triton.jit
+def many_args_kernel(out_ptr, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, x0_ptr, x1_ptr, x2_ptr):
+    s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11
+    tl.store(out_ptr + tl.program_id(0), tl.load(x0_ptr) + tl.load(x1_ptr) + tl.load(x2_ptr) + s)
+
+
+@triton.jit
+def grid_ids_kernel(out_ptr, scale):
+    x, y, z = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    linear = (z * tl.num_programs(1) + y) * tl.num_programs(0) + x
+    tl.store(out_ptr + linear, (x + 10 * y + 100 * z) * scale)
+
+
+@triton.jit
+def assert_positive_kernel(x_ptr):
+    tl.device_assert(tl.load(x_ptr) > 0, "x must be positive")
+
+
+@triton.jit
+def wild_store_kernel(out_ptr, far):
+    tl.store(out_ptr + far, 1.0)
+
+
+def _launcher_kind(compiled) -> str:
+    return type(compiled.run).__name__
+
+
+def test_triton_gets_the_fast_path(target):
+    x, out = torch.rand(10), torch.empty(10)
+    compiled = add_kernel[(1,)](x, x, out, 10, BLOCK=16)
+    assert _launcher_kind(compiled) == "DirectLauncher"
+    torch.testing.assert_close(out, 2 * x)
+
+
+def test_one_element_add(target):
+    x, y, out = torch.rand(1), torch.rand(1), torch.empty(1)
+    for _ in range(3):
+        add_kernel[(1,)](x, y, out, 1, BLOCK=16)
+        assert torch.equal(out, x + y)
+
+
+def test_scalars(target):
+    out = torch.zeros(6, dtype=torch.float64)
+    scalars_kernel[(1,)](out, -7, -(1 << 40) - 3, 200, 1.5, 2.25e100, True)
+    assert out.tolist() == [-7.0, float(-(1 << 40) - 3), 200.0, 1.5, 2.25e100, 1.0]
+    # ints where floats are expected: encoded as floats, as the Python launcher does
+    scalars_kernel[(1,)](out, 3, 4, 5, 6, 7, False)
+    assert out.tolist() == [3.0, 4.0, 5.0, 6.0, 7.0, 0.0]
+    scalars_kernel[(1,)](out, 3, 4, 5 + 256, 6, 7, False)   # an integer keeps its type's bits
+    assert out[2] == 5.0
+
+
+def test_float_too_large_for_its_type_is_refused(target):
+    out = torch.zeros(6, dtype=torch.float64)
+    with pytest.raises(OverflowError):
+        scalars_kernel[(1,)](out, 2, 2, 3, 1e300, 1.0, True)
+
+
+def test_half_and_bfloat16_scalars(target):
+    out = torch.zeros(2)
+    half_scalars_kernel[(1,)](out, 1.5, -2.75)
+    assert out.tolist() == [1.5, -2.75]
+
+
+def test_many_arguments(target):
+    xs = [torch.full((1,), float(i + 1)) for i in range(3)]
+    out = torch.zeros(4)
+    many_args_kernel[(4,)](out, *[float(a) for a in range(12)], *xs)
+    assert out.tolist() == [6.0 + 66.0] * 4
+
+
+def test_three_dimensional_grid(target):
+    gx, gy, gz = 4, 3, 2
+    out = torch.zeros(gx * gy * gz, dtype=torch.int32)
+    grid_ids_kernel[(gx, gy, gz)](out, 2)
+    z, y, x = torch.meshgrid(torch.arange(gz), torch.arange(gy), torch.arange(gx), indexing="ij")
+    assert torch.equal(out.view(gz, gy, gx), ((x + 10 * y + 100 * z) * 2).int())
+
+
+def test_views_of_one_storage(target):
+    base = torch.arange(32, dtype=torch.float32)
+    add_kernel[(1,)](base[:8], base[8:16], base[16:24], 8, BLOCK=8)
+    assert torch.equal(base[16:24], base[:8] + base[8:16])
+    strided = torch.arange(64, dtype=torch.float32).view(8, 8)[:, 1]   # a non-contiguous view
+    out = torch.empty(8)
+    add_kernel[(1,)](strided.contiguous(), strided.contiguous(), out, 8, BLOCK=8)
+    assert torch.equal(out, 2 * strided)
+
+
+def test_arguments_the_fast_path_hands_back(target):
+    """Tensor wrappers and launch hooks take the Python launcher; results are the same."""
+    x, out = torch.rand(10), torch.empty(10)
+    as_int = torch.arange(10, dtype=torch.int32)
+    out_int = torch.empty(10, dtype=torch.int32)
+    add_kernel[(1,)](triton.reinterpret(as_int.view(torch.float32), tl.int32), as_int, out_int, 10, BLOCK=16)
+    assert torch.equal(out_int, 2 * as_int)
+    seen = []
+    triton.knobs.runtime.launch_enter_hook.add(seen.append)
+    try:
+        add_kernel[(1,)](x, x, out, 10, BLOCK=16)
+    finally:
+        triton.knobs.runtime.launch_enter_hook.remove(seen.append)
+    assert len(seen) == 1
+
+
+def test_bad_arguments_are_still_reported(target):
+    x = torch.rand(10)
+    with pytest.raises(TypeError, match="is on device 'meta'"):
+        add_kernel[(1,)](x, torch.empty(10, device="meta"), x, 10, BLOCK=16)
+
+
+def test_device_assertion_raises(target):
+    assert_positive_kernel[(1,)](torch.ones(1), debug=True)
+    with pytest.raises(DeviceAssertionError, match="x must be positive"):
+        assert_positive_kernel[(1,)](torch.zeros(1), debug=True)
+    assert_positive_kernel[(1,)](torch.ones(1), debug=True)
+
+
+def test_fault_raises_and_the_next_launch_works(target):
+    out = torch.zeros(4)
+    with pytest.raises(KernelFault, match="wild_store_kernel"):
+        wild_store_kernel[(1,)](out, 1 << 42)
+    test_one_element_add(target)
+
+
+def test_empty_grid_launches_nothing(target):
+    x, out = torch.rand(4), torch.full((4,), -1.0)
+    add_kernel[(0,)](x, x, out, 4, BLOCK=4)
+    assert torch.equal(out, torch.full((4,), -1.0))
+
+
+# The kernel objects, used directly.
+
+def _loaded(target):
+    x, out = torch.rand(10), torch.empty(10)
+    compiled = add_kernel[(1,)](x, x, out, 10, BLOCK=16)
+    compiled._init_handles()
+    return compiled.function
+
+
+def _add_arguments(x, y, out, n):
+    params = (Param(0, "x_ptr", "*fp32"), Param(1, "y_ptr", "*fp32"), Param(2, "out_ptr", "*fp32"),
+              Param(3, "n", "i32"))
+    return Arguments(params, (x, y, out, n), frozenset({2}))
+
+
+def test_kernel_object_launches_directly(target):
+    kernel = _loaded(target)
+    assert type(kernel).__name__ == ("NativeKernel" if target == "host" else "QemuKernel")
+    assert kernel.name == "add_kernel" and kernel.so_path.endswith(".so")
+    x, y, out = torch.rand(40), torch.rand(40), torch.zeros(40)
+    kernel((3, 1, 1), _add_arguments(x, y, out, 40))
+    torch.testing.assert_close(out, x + y)
+    kernel.launch((1, 1, 1), _add_arguments(x, x, out, 16))
+    torch.testing.assert_close(out[:16], 2 * x[:16])
+
+
+def test_arguments_slots():
+    x = torch.rand(2)
+    args = _add_arguments(x, x, x, 5)
+    assert args.slots() == [x.data_ptr(), x.data_ptr(), x.data_ptr(), 5]
+
+
+def test_run_message_layout():
+    from spine.driver import kernel_protocol as protocol
+    message = protocol.run_message(7, (2, 3, 4), 5, bytes([1, 0]), [64, 9])
+    command, length, handle, gx, gy, gz, threads, n = struct.unpack_from("<III4iI", message)
+    assert (command, handle, gx, gy, gz, threads, n) == (protocol.CMD_RUN, 7, 2, 3, 4, 5, 2)
+    assert length == len(message) - 8
+    assert message[32:34] == bytes([1, 0]) and struct.unpack_from("<2Q", message, 40) == (64, 9)
+    profiled = protocol.run_message(7, (2, 3, 4), 5, bytes([1, 0]), [64, 9], record_programs=True)
+    assert struct.unpack_from("<III", profiled) == (protocol.CMD_RUN_PROFILED, len(profiled) - 8, 1)
+    assert profiled[12:] == message[8:]
+
+
+def test_channel_round_trip_and_errors():
+    import os
+    import threading
+    from spine.driver import kernel_protocol as protocol
+    request_read, request_write = os.pipe()
+    reply_read, reply_write = os.pipe()
+    channel = protocol.Channel(reply_read, request_write)
+
+    def serve():
+        for status, payload in ((0, b"pong"), (2, b"x > 0"), (1, b"bad")):
+            command, length = struct.unpack("<II", os.read(request_read, 8))
+            os.read(request_read, length) if length else b""
+            os.write(reply_write, struct.pack("<iI", status, len(payload)) + payload)
+        os.close(reply_write)
+
+    server = threading.Thread(target=serve)
+    server.start()
+    assert channel.request(protocol.CMD_PING, b"hi", timeout=10) == b"pong"
+    with pytest.raises(DeviceAssertionError, match="x > 0"):
+        channel.request(protocol.CMD_PING, b"", timeout=10)
+    with pytest.raises(protocol.ServerError, match="bad"):
+        channel.request(protocol.CMD_PING, b"", timeout=10)
+    server.join()
+    with pytest.raises(protocol.ChannelClosed):
+        channel.request(protocol.CMD_PING, b"", timeout=10)
+    for fd in (request_read, request_write, reply_read):
+        os.close(fd)
