@@ -19,10 +19,10 @@ def build_reference(name: str, out_dir: str) -> str:
 
 
 def run_reference(so_path: str, grid, params, values, written):
-    """Load a reference kernel into the QEMU server and run it once; returns the LoadedKernel."""
+    """Load a reference kernel into the QEMU server and run it once; returns the loaded kernel."""
+    from spine.driver.arguments import Arguments
     from spine.driver.cpu_driver import _executor_for
     from spine.targets import riscv64_target
-    executor = _executor_for(riscv64_target())
-    loaded = executor.load(os.path.basename(so_path), so_path)
-    executor.run(loaded, grid, params, values, written=frozenset(written))
-    return loaded
+    kernel = _executor_for(riscv64_target()).load(os.path.basename(so_path), so_path)
+    kernel.launch(grid, Arguments(tuple(params), tuple(values), frozenset(written)))
+    return kernel
