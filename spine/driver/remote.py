@@ -10,9 +10,11 @@ launch connects anew in every case."""
 from __future__ import annotations
 
 import atexit
-import functools
 import ctypes
+import functools
+import glob
 import hashlib
+import os
 import struct
 import threading
 import time
@@ -33,6 +35,26 @@ CMD_PUT, CMD_HAVE, CMD_WRITE, CMD_READ = 6, 7, 8, 9
 CHUNK = 1 << 26   # largest WRITE or READ
 
 
+# The oldest glibc with riscv64: the server then runs on any riscv64 Linux board with glibc (the QEMU
+# guest's server is built for the cross sysroot's 2.36, which needs 2.34 or newer on a board).
+BOARD_ZIG_TARGET = "riscv64-linux-gnu.2.27"
+
+
+@functools.lru_cache(maxsize=None)
+def board_kernel_server() -> str:
+    """cpp/kernel_server.c built for boards, in the build cache."""
+    from ..zig import cached_build, zig
+    from .toolchain import CPP_DIR, SHARED_SOURCES
+    sources = [os.path.join(CPP_DIR, name) for name in ("kernel_server.c",) + SHARED_SOURCES]
+    flags = ("-target", BOARD_ZIG_TARGET, "-O2", "-rdynamic", "-lpthread", "-ldl")
+    digest = hashlib.sha256(" ".join(flags).encode())
+    for path in sorted(glob.glob(os.path.join(CPP_DIR, "*.h"))) + sources:
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    return cached_build(f"kernel-server-board-{digest.hexdigest()[:16]}",
+                        lambda out: zig("cc", *flags, *sources, "-o", out))
+
+
 def kernel_timeout() -> float | None:
     value = switches.KERNEL_TIMEOUT.get()
     return value if value > 0 else None
@@ -51,11 +73,10 @@ class RemoteServer:
     """The kernel server on the board, over one RemoteLink. Requests may go out ahead of their replies."""
 
     def __init__(self, command: str, runner: str):
-        from .toolchain import guest_kernel_server
         self.link = RemoteLink(command)
         self.present: set = set()   # files known to be on the board
         try:
-            with open(guest_kernel_server(), "rb") as f:
+            with open(board_kernel_server(), "rb") as f:
                 self.link.start_server(f.read(), runner)
             self.channel = self.link.channel()
             self.board_cores = protocol.parse_hello(self.checked(*self.reply(START_TIMEOUT, "starting")))
