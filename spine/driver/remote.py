@@ -79,7 +79,7 @@ class RemoteServer:
             with open(board_kernel_server(), "rb") as f:
                 self.link.start_server(f.read(), runner)
             self.channel = self.link.channel()
-            self.board_cores = protocol.parse_hello(self.checked(*self.reply(START_TIMEOUT, "starting")))
+            self.board_cores = protocol.parse_hello(self.checked(*self.reply(START_TIMEOUT, "the server's start")))
         except BaseException:
             self.link.close()
             raise
@@ -99,15 +99,19 @@ class RemoteServer:
         except EOFError:
             pass   # the reply read next says why
 
-    def reply(self, timeout: float | None, when: str = "during the launch") -> tuple[int, bytes]:
+    def reply(self, timeout: float | None, during: str = "the launch", kernel: bool = False) -> tuple[int, bytes]:
+        """The next reply. `kernel`: it waits for a kernel to finish, so a timeout means the kernel hung."""
         try:
             return self.channel.read_reply(timeout)
         except protocol.ChannelTimeout:
             self.close()
-            raise KernelFault(f"the kernel server on the board did not answer within {timeout:.0f} s "
-                              f"(SPINE_KERNEL_TIMEOUT); it was stopped") from None
+            if kernel:
+                raise KernelFault(f"the kernel server on the board did not answer within {timeout:.0f} s "
+                                  f"(SPINE_KERNEL_TIMEOUT); it was stopped") from None
+            raise RemoteConnectionLost(f"the board did not answer within {timeout:.0f} s during {during} "
+                                       f"(SPINE_REMOTE={self.link.command!r}); the connection was closed") from None
         except protocol.ChannelClosed:
-            message = self.link.ended(when)
+            message = self.link.ended(f"during {during}")
             report = self.link.fault_report()
             self.close()
             if report is not None:
@@ -239,7 +243,7 @@ class RemoteKernel:
             server.send(CMD_READ, struct.pack("<QQ", span.arena_offset + lo - span.lo, hi - lo))
         for _ in range(writes):
             server.checked(*server.reply(START_TIMEOUT))
-        status, body = server.reply(kernel_timeout())
+        status, body = server.reply(kernel_timeout(), kernel=True)
         wall = time.perf_counter_ns() - clock
         for _, lo, hi in reads:   # what the kernel wrote comes back even after a failed assertion, as on a GPU
             ctypes.memmove(lo, server.checked(*server.reply(START_TIMEOUT)), hi - lo)
