@@ -198,16 +198,12 @@ class RemoteKernel:
     executor: RemoteExecutor = field(repr=False)
     instrumented: bool   # has proton scopes: always runs profiled, so its records never pile up
     remote_name: str     # its file name on the board (content hash)
-    direct_entry: int = 0
+    direct_entry: int = 0   # no fast path (cpp/launch.cpp) to a board: every launch goes through launch()
     loaded: protocol.LoadedOnServer | None = None
     generation: int = -1
 
     def __call__(self, grid, args: Arguments) -> None:
         self.launch(grid, args)
-
-    def direct_server(self, arena_bytes: int):
-        """The launch fast path does not reach a board: every launch goes through launch()."""
-        return None
 
     def launch(self, grid, args: Arguments) -> None:
         executor = self.executor
