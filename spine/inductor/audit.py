@@ -51,11 +51,17 @@ def audit_source(source):
     return audit
 
 
-def audit_compiled():
-    """The Audit of every graph compiled in this process so far."""
+def compiled_modules():
+    """How many modules Inductor has loaded in this process: audit_compiled(since=...) skips them."""
+    from torch._inductor.codecache import PyCodeCache
+    return len(PyCodeCache.modules)
+
+
+def audit_compiled(since=0):
+    """The Audit of every graph compiled (or loaded from Inductor's cache) in this process so far."""
     from torch._inductor.codecache import PyCodeCache
     total = Audit()
-    for module in PyCodeCache.modules:
+    for module in PyCodeCache.modules[since:]:
         path = getattr(module, "__file__", None)
         if path and (hasattr(module, "call") or hasattr(module, "runner")):
             with open(path) as f:
