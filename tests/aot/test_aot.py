@@ -59,9 +59,13 @@ def test_host_program(tmp_path):
     # The library exports the kernel's three functions and nothing of the runtime inside it.
     from elftools.elf.elffile import ELFFile
     with open(tmp_path / "build" / "libsoftmax.so", "rb") as f:
-        symbols = ELFFile(f).get_section_by_name(".dynsym")
+        elf = ELFFile(f)
+        symbols = elf.get_section_by_name(".dynsym")
         exported = {s.name for s in symbols.iter_symbols() if s["st_shndx"] != "SHN_UNDEF"}
+        needed = {t.needed for t in elf.get_section_by_name(".dynamic").iter_tags() if t.entry.d_tag == "DT_NEEDED"}
     assert exported == {"softmax", "softmax_set_num_threads", "softmax_last_error"}
+    # Nothing of Python or Spine: the C library (and its loader, libm, pthreads) only.
+    assert all(n.startswith(("libc.so", "libm.so", "libpthread.so", "ld-linux")) for n in needed), needed
 
 
 def test_header_declares_the_c_function(tmp_path):
