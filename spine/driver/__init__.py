@@ -1,5 +1,5 @@
-"""Running compiled kernels: the triton driver, argument packing, and the two executors (in-process on
-the host, or in a QEMU guest server)."""
+"""Running compiled kernels: the triton driver, the launcher and its C++ fast path, argument packing, and
+the executors whose kernel objects run a grid (in-process, or in a QEMU guest server)."""
 
 
 def __getattr__(name):
