@@ -8,7 +8,9 @@
 The innermost loop runs along n, where b and the accumulator are contiguous rows, so LLVM vectorises it
 without reassociating the k sum (linalg.matmul would put k innermost). Inputs narrower than the
 accumulator (fp16/bf16 → fp32, int8 → int32) are widened first. "tf32" precision is computed as IEEE
-fp32: a CPU has no tf32. Batched (3-D) dots get a leading batch loop.
+fp32: a CPU has no tf32. An fp16/bf16 accumulator (out_dtype=tl.float16) is summed in fp32 and rounded
+once at the end, as the interpreter and the GPUs' tensor cores do; rounding every step loses bits along k.
+Batched (3-D) dots get a leading batch loop.
 """
 from __future__ import annotations
 
@@ -37,6 +39,9 @@ def _is_float(ty: ir.Type) -> bool:
 def convert_dot(conv, op):
     a, bb, acc = (conv.concrete(v) for v in op.operands)
     rank = len(ir.RankedTensorType(a.type).shape)
+    out_type = acc.type
+    if element_type(acc.type) in (ir.F16Type.get(), ir.BF16Type.get()):
+        acc = arith.ExtFOp(ir.RankedTensorType.get(ir.RankedTensorType(acc.type).shape, ir.F32Type.get()), acc).result
     acc_type = element_type(acc.type)
     d = [ir.AffineDimExpr.get(i) for i in range(rank + 1)]
     if rank == 2:
@@ -60,6 +65,9 @@ def convert_dot(conv, op):
         else:
             result = arith.AddIOp(s, arith.MulIOp(x, y).result).result
         linalg.YieldOp([result])
-    conv.bind(op.results[0], generic.results[0])
+    result = generic.results[0]
+    if result.type != out_type:
+        result = arith.TruncFOp(out_type, result).result
+    conv.bind(op.results[0], result)
 
 

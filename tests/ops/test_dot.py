@@ -68,6 +68,25 @@ def test_int8_dot_accumulates_in_int32(target):
 
 
 @triton.jit
+def half_out_dot_kernel(a_ptr, b_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], tl.dot(a, b, out_dtype=tl.float16))
+
+
+def test_half_result_is_summed_in_fp32_and_rounded_once(target):
+    # Triton's test_dot3d with out_dtype=float16: an fp16 running sum over k = 512 drifts by several ulps
+    a = torch.randn(16, 512).half()
+    b = torch.randn(512, 16).half()
+    c = torch.empty(16, 16, dtype=torch.float16)
+    half_out_dot_kernel[(1,)](a, b, c, BM=16, BN=16, BK=512)
+    torch.testing.assert_close(c, (a.float() @ b.float()).half(), rtol=2**-10, atol=1e-2)
+
+
+@triton.jit
 def trans_reshape_kernel(x_ptr, t_ptr, r_ptr, M: tl.constexpr, N: tl.constexpr):
     rm = tl.arange(0, M)
     rn = tl.arange(0, N)
