@@ -2,7 +2,7 @@
 # `make test`: set everything up, then run the test suite (both targets).
 PY := .venv/bin/python
 
-.PHONY: setup demo test bench
+.PHONY: setup demo test bench conformance
 
 setup:
 	./scripts/setup.sh
@@ -24,6 +24,11 @@ test: setup
 	  $(PY) -m pytest $(CONFORMANCE_SLICE) --spine-target host --sample 300 && \
 	  $(PY) -m pytest $(CONFORMANCE_SLICE) --spine-target riscv64 --sample 80; \
 	else echo "$(CONFORMANCE) not found: conformance slice skipped"; fi
+
+# Triton's language tests, whole, per file with pass / fail / skip counts and run times (hours on two cores):
+#   make conformance TARGET=riscv64 ARGS="--sample 500 --sample-seed 1"
+conformance: setup
+	tests/conformance/run.sh $(or $(TARGET),host) $(ARGS)
 
 bench: setup
 	$(PY) bench/run.py

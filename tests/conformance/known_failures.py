@@ -74,9 +74,6 @@ KNOWN_FAILURES = (
                  "vfcvt.rtz.xu.f.v, vfncvt.rtz.*) that LLVM emits for every vectorised fptosi/fptoui",
                  "qemu", targets=("riscv64", )),
     # ---- spine: ours, not fixed yet
-    KnownFailure(r"test_core\.py::test_constexpr\[(1e\+50-f64|1099511627776-i64)\]",
-                 "stores a 64-bit value through an fp32 tensor's pointer cast to a 64-bit pointee: pointer casts "
-                 "between element types of different widths are not supported by the conversion", "spine"),
     KnownFailure(r"test_core\.py::test_where\[\d+-\*int32\]",
                  "pointers made from integers (tt.int_to_ptr) and tl.where between pointers into different "
                  "arguments are not supported by the conversion", "spine"),

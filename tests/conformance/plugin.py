@@ -6,16 +6,19 @@ in test_core.py, the cases that fork marks as runnable on a CPU.
     pytest -p tests.conformance.plugin --spine-target host ../shared/conformance/triton-language-tests
 
 `--sample N --sample-seed S` keeps a seeded random N of the selected cases (the slice `make test` runs).
-Cases listed in known_failures.py are marked xfail with their cause.
+Cases listed in known_failures.py are marked xfail with their cause. Tests listed in cpu_branches.py run
+the branch other backends take where their CPU branch describes the triton-cpu fork's backend.
 """
 from __future__ import annotations
 
 import os
 import random
+import sys
 import tempfile
 
 import pytest
 
+from tests.conformance.cpu_branches import AS_OTHER_BACKENDS
 from tests.conformance.known_failures import known_failure
 
 # Files whose every test a CPU backend may run (test_core.py marks its CPU tests; these files do not).
@@ -84,6 +87,25 @@ def _test_id(item) -> str:
 
 def _runs_on_cpu(item) -> bool:
     return item.get_closest_marker("cpu") is not None or os.path.basename(str(item.fspath)) in UNMARKED_FILES
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    helpers = AS_OTHER_BACKENDS.get(getattr(item, "originalname", item.name), ({}, ""))[0]
+    replaced = []
+    suite = os.path.dirname(str(item.fspath))
+    for module in list(sys.modules.values()):
+        if os.path.dirname(getattr(module, "__file__", None) or "") != suite:
+            continue
+        for name, value in helpers.items():
+            if hasattr(module, name):
+                replaced.append((module, name, getattr(module, name)))
+                setattr(module, name, lambda value=value: value)
+    try:
+        yield
+    finally:
+        for module, name, original in replaced:
+            setattr(module, name, original)
 
 
 @pytest.fixture

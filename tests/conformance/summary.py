@@ -1,8 +1,9 @@
 """Counts of a JUnit XML report (pytest --junitxml): `python -m tests.conformance.summary REPORT [LABEL]`
 prints one line: label, passed, failed, skipped, known failures (xfail from known_failures.py), the tests'
 own expected failures (pytest.xfail they call themselves, e.g. "NYI in CPU backend"), the pass rate of
-the cases that ran, and the seconds the file took. `--failures` also lists every failing case and each
-known failure's group."""
+the cases that ran (passed / (passed + failed), and again counting known failures as failed), and the
+seconds the file took. `--failures` also lists every failing case and each known failure's group.
+`--total REPORT...` prints one line of the sums over several reports."""
 from __future__ import annotations
 
 import sys
@@ -45,18 +46,32 @@ def failures(path: str) -> list[str]:
     return lines
 
 
+def line(label: str, counts: Counter, seconds: float) -> str:
+    ran = counts["passed"] + counts["failed"]
+    share = f"{100 * counts['passed'] / ran:.1f} %" if ran else "-"
+    ran_all = ran + counts["known"]
+    share_all = f"{100 * counts['passed'] / ran_all:.1f} %" if ran_all else "-"
+    return (f"{label:28} passed {counts['passed']:5}  failed {counts['failed']:4}  skipped {counts['skipped']:4}  "
+            f"known failures {counts['known']:4}  own xfail {counts['xfailed']:4}  pass rate {share:>7} "
+            f"({share_all:>7} counting known failures)  {seconds:7.0f} s")
+
+
 def main(argv) -> int:
+    if argv[1] == "--total":
+        total, seconds = Counter(), 0.0
+        for path in argv[2:]:
+            counts, took = summarize(path)
+            total.update(counts)
+            seconds += took
+        print(line("total", total, seconds))
+        return 0
     args = [a for a in argv[1:] if a != "--failures"]
     path, label = args[0], (args[1] if len(args) > 1 else args[0])
     counts, seconds = summarize(path)
-    ran = counts["passed"] + counts["failed"]
-    share = f"{100 * counts['passed'] / ran:.1f} %" if ran else "-"
-    print(f"{label:28} passed {counts['passed']:5}  failed {counts['failed']:4}  skipped {counts['skipped']:4}  "
-          f"known failures {counts['known']:4}  own xfail {counts['xfailed']:4}  pass rate {share:>7}  "
-          f"{seconds:7.0f} s")
+    print(line(label, counts, seconds))
     if "--failures" in argv:
-        for line in failures(path):
-            print("   ", line)
+        for failure in failures(path):
+            print("   ", failure)
     return 0
 
 
