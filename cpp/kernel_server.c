@@ -227,14 +227,34 @@ static int grow_own_arena(uint64_t needed) {
     return 0;
 }
 
-static void handle_write(uint8_t *payload, uint32_t len) {
+/* Takes `len` bytes off the stream unread (a refused request's payload); -1 when the stream ended. */
+static int skip_bytes(uint32_t len) {
+    uint8_t sink[4096];
+    for (uint32_t n; len; len -= n) {
+        n = len < sizeof sink ? len : (uint32_t)sizeof sink;
+        if (read_full(sink, n)) return -1;
+    }
+    return 0;
+}
+
+/* WRITE, read from the stream straight into the arena; -1 when the stream ended. */
+static int receive_write(uint32_t len) {
     uint64_t offset;
-    if (!stream_mode) return reply_error("WRITE", "stream mode only");
-    if (len < 8) return reply_error("malformed WRITE", NULL);
-    memcpy(&offset, payload, 8);
-    if (grow_own_arena(offset + (len - 8))) return reply_error("WRITE", "out of memory");
-    memcpy(arena + offset, payload + 8, len - 8);
+    if (len < 8) {
+        if (skip_bytes(len)) return -1;
+        reply_error("malformed WRITE", NULL);
+        return 0;
+    }
+    if (read_full(&offset, 8)) return -1;
+    len -= 8;
+    if (grow_own_arena(offset + len)) {
+        if (skip_bytes(len)) return -1;
+        reply_error("WRITE", "out of memory");
+        return 0;
+    }
+    if (read_full(arena + offset, len)) return -1;
     reply(0, NULL, 0);
+    return 0;
 }
 
 static void handle_read(uint8_t *payload, uint32_t len) {
@@ -349,6 +369,10 @@ static int serve(void) {
     for (;;) {
         uint32_t header[2];
         if (read_full(header, 8)) return 0;  /* host closed the pipe */
+        if (header[0] == CMD_WRITE && stream_mode) {
+            if (receive_write(header[1])) return 0;
+            continue;
+        }
         uint8_t *payload = malloc((size_t)header[1] + 1);
         if (!payload || read_full(payload, header[1])) return 0;
         switch (header[0]) {
@@ -359,7 +383,6 @@ static int serve(void) {
         case CMD_PING: reply(0, NULL, 0); break;
         case CMD_PUT: handle_put(payload, header[1]); break;
         case CMD_HAVE: handle_have((char *)payload, header[1]); break;
-        case CMD_WRITE: handle_write(payload, header[1]); break;
         case CMD_READ: handle_read(payload, header[1]); break;
         default: reply_error("unknown command", NULL);
         }

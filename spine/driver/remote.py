@@ -10,6 +10,7 @@ launch connects anew in every case."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import functools
 import glob
@@ -33,6 +34,8 @@ from .source_lines import with_source_line
 # Stream mode's own commands (cpp/kernel_server.c).
 CMD_PUT, CMD_HAVE, CMD_WRITE, CMD_READ = 6, 7, 8, 9
 CHUNK = 1 << 26   # largest WRITE or READ
+_REPLY_HEADER = struct.Struct("<iI")
+_WRITE_HEADER = struct.Struct("<IIQ")   # request header, arena offset
 
 
 # The oldest glibc with riscv64: the server then runs on any riscv64 Linux board with glibc (the QEMU
@@ -78,7 +81,6 @@ class RemoteServer:
         try:
             with open(board_kernel_server(), "rb") as f:
                 self.link.start_server(f.read(), runner)
-            self.channel = self.link.channel()
             self.board_cores = protocol.parse_hello(self.checked(*self.reply(START_TIMEOUT, "the server's start")))
         except BaseException:
             self.link.close()
@@ -93,30 +95,48 @@ class RemoteServer:
     def send(self, command: int, payload: bytes) -> None:
         self.send_framed(protocol.frame(command, payload))
 
-    def send_framed(self, message: bytes) -> None:
+    def send_framed(self, message) -> None:
         try:
             self.link.send(message)
         except EOFError:
             pass   # the reply read next says why
 
-    def reply(self, timeout: float | None, during: str = "the launch", kernel: bool = False) -> tuple[int, bytes]:
-        """The next reply. `kernel`: it waits for a kernel to finish, so a timeout means the kernel hung."""
+    @contextlib.contextmanager
+    def _reading(self, timeout: float | None, during: str, kernel: bool):
+        """Turns a reply that does not come into the error that says why. `kernel`: the reply waits for a
+        kernel to finish, so a timeout means the kernel hung."""
         try:
-            return self.channel.read_reply(timeout)
-        except protocol.ChannelTimeout:
+            yield
+        except TimeoutError:
             self.close()
             if kernel:
                 raise KernelFault(f"the kernel server on the board did not answer within {timeout:.0f} s "
                                   f"(SPINE_KERNEL_TIMEOUT); it was stopped") from None
             raise RemoteConnectionLost(f"the board did not answer within {timeout:.0f} s during {during} "
                                        f"(SPINE_REMOTE={self.link.command!r}); the connection was closed") from None
-        except protocol.ChannelClosed:
+        except EOFError:
             message = self.link.ended(f"during {during}")
             report = self.link.fault_report()
             self.close()
             if report is not None:
                 raise KernelFault(f"the kernel crashed on the board: {with_source_line(report)}") from None
             raise RemoteConnectionLost(message) from None
+
+    def reply(self, timeout: float | None, during: str = "the launch", kernel: bool = False) -> tuple[int, bytes]:
+        with self._reading(timeout, during, kernel):
+            status, length = _REPLY_HEADER.unpack(self.link.read_exact(8, timeout))
+            return status, self.link.read_exact(length, timeout) if length else b""
+
+    def receive_range(self, address: int, n: int, timeout: float | None) -> None:
+        """A READ's reply, straight into memory at `address`."""
+        with self._reading(timeout, "the launch", False):
+            status, length = _REPLY_HEADER.unpack(self.link.read_exact(8, timeout))
+            if status == protocol.STATUS_OK and length == n:
+                self.link.read_into(memoryview((ctypes.c_char * n).from_address(address)).cast("B"), timeout)
+                return
+            body = self.link.read_exact(length, timeout) if length else b""
+        self.checked(status, body)
+        raise protocol.ServerError(f"READ answered {length} bytes for {n}")
 
     @staticmethod
     def checked(status: int, body: bytes) -> bytes:
@@ -242,7 +262,7 @@ class RemoteKernel:
         status, body = server.reply(kernel_timeout(), kernel=True)
         wall = time.perf_counter_ns() - clock
         for _, lo, hi in reads:   # what the kernel wrote comes back even after a failed assertion, as on a GPU
-            ctypes.memmove(lo, server.checked(*server.reply(START_TIMEOUT)), hi - lo)
+            server.receive_range(lo, hi - lo, START_TIMEOUT)
             executor.traffic.bytes_in += hi - lo
         body = server.checked(status, body)
         if plan is None or not plan.deliver:
@@ -257,7 +277,8 @@ class RemoteKernel:
         for span in spans:
             for lo, hi in _chunks(span.lo, span.hi):
                 offset = span.arena_offset + lo - span.lo
-                server.send(CMD_WRITE, struct.pack("<Q", offset) + ctypes.string_at(lo, hi - lo))
+                server.send_framed(_WRITE_HEADER.pack(CMD_WRITE, 8 + hi - lo, offset))
+                server.send_framed(memoryview((ctypes.c_char * (hi - lo)).from_address(lo)).cast("B"))
                 self.executor.traffic.bytes_out += hi - lo
                 writes += 1
         return writes

@@ -19,8 +19,6 @@ import subprocess
 import sys
 import threading
 
-from . import kernel_protocol as protocol
-
 START_TIMEOUT = 120.0   # seconds to connect, install the server and hear it is ready
 FAULT_REPORT = "spine-fault: "  # how cpp/fault_guard.c's report of a fault starts
 
@@ -94,7 +92,7 @@ class RemoteLink:
 
     def read_line(self, timeout: float | None) -> str:
         """One line of the shell's output, read a byte at a time: nothing after it is consumed, so the
-        server's replies that follow are left to the channel."""
+        server's replies that follow are left to the protocol."""
         fd = self.proc.stdout.fileno()
         line = bytearray()
         while not line.endswith(b"\n"):
@@ -107,9 +105,23 @@ class RemoteLink:
             line += byte
         return line.decode(errors="replace")
 
-    def channel(self) -> protocol.Channel:
-        """The kernel server protocol over this stream (once the server runs)."""
-        return protocol.Channel(self.proc.stdout.fileno(), self.proc.stdin.fileno())
+    def read_into(self, view: memoryview, timeout: float | None) -> None:
+        """Fills `view` from the stream (the server's replies), each wait at most `timeout` seconds."""
+        fd = self.proc.stdout.fileno()
+        got = 0
+        while got < len(view):
+            ready, _, _ = select.select([fd], [], [], timeout)
+            if not ready:
+                raise TimeoutError("reply")
+            n = os.readv(fd, [view[got:]])
+            if not n:
+                raise EOFError("reply")
+            got += n
+
+    def read_exact(self, n: int, timeout: float | None) -> bytes:
+        out = bytearray(n)
+        self.read_into(memoryview(out), timeout)
+        return bytes(out)
 
     def ended(self, when: str) -> str:
         """Why the stream ended: the process's status and the board's last words."""
