@@ -114,3 +114,19 @@ def test_a_remote_that_is_no_shell_is_reported(monkeypatch):
     from spine.driver.remote import RemoteServer
     with pytest.raises(RemoteConnectionLost, match="connection to the board ended.*SPINE_REMOTE=.true., exit status 0"):
         RemoteServer("true", "")
+
+
+@triton.jit
+def print_kernel(x_ptr):
+    tl.device_print("x", tl.load(x_ptr + tl.arange(0, 2)))
+
+
+def test_device_prints_come_back_on_stderr(board, capsys):
+    import time
+    print_kernel[(1,)](torch.tensor([1.5, 2.5]))
+    deadline = time.monotonic() + 10
+    err = ""
+    while "idx (1) x: 2.5" not in err and time.monotonic() < deadline:
+        time.sleep(0.1)
+        err += capsys.readouterr().err
+    assert "pid (0, 0, 0) idx (0) x: 1.5" in err and "idx (1) x: 2.5" in err
