@@ -65,7 +65,11 @@ def count(args):
         raise ValueError(f"{len(values)} arguments for {len(sig.params)} run-time parameters")
     by_name = {p.name: v for p, v in zip(sig.params, values)}
     all_values = [by_name.get(name, sig.constexprs.get(name)) for name in kernel.arg_names]
-    counted = count_launch(lambda: (compiled[args.grid](*all_values), compiled)[1], args.cpu)
+
+    def launch():
+        compiled[args.grid](*all_values)
+        return compiled
+    counted = count_launch(launch, args.cpu)
     return compiled.metadata.name, counted
 
 
