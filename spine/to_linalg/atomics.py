@@ -4,6 +4,8 @@ returns the old values. Ordering is at least as strong as the kernel asked for (
 debug=True each lane is first checked against its argument's extent (bounds.py)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mlir import ir
 from mlir.dialects import arith, bufferization, func, linalg, memref, scf, tensor
 
@@ -90,9 +92,16 @@ def convert_atomic_rmw(conv, op):
 @handles("tt.atomic_cas")
 def convert_atomic_cas(conv, op):
     """Compare-and-swap is a call to a declared function here; compiler/lower.py replaces each call with
-    memref.generic_atomic_rmw after buffer deallocation, whose analysis rejects ops with regions."""
+    memref.generic_atomic_rmw after buffer deallocation, whose analysis rejects ops with regions. A float
+    compare-and-swap runs on the same-width integers (LLVM's cmpxchg takes no floats), so it compares bits,
+    as the GPUs' atom.cas does (-0.0 is not 0.0, a NaN equals itself)."""
     ptr = _pointer(conv, op, op.operands[0])
     expected_all, desired_all = conv.concrete(op.operands[1]), conv.concrete(op.operands[2])
+    element = ptr.element_type
+    if not isinstance(element, ir.IntegerType):
+        from .function import argument_view
+        bits = ir.IntegerType.get_signless(element.width)
+        ptr = replace(ptr, base=argument_view(conv, ptr.base, bits), element_type=bits)
     callee = conv.declare(f"{CAS_FUNCTION}.{ptr.element_type}",
                           [memref_of(ptr.element_type), ir.IndexType.get(), ptr.element_type, ptr.element_type],
                           [ptr.element_type])
@@ -100,6 +109,11 @@ def convert_atomic_cas(conv, op):
     def update(base, index, ivs):
         expected = tensor.ExtractOp(expected_all, ivs).result if ivs else expected_all
         desired = tensor.ExtractOp(desired_all, ivs).result if ivs else desired_all
+        if element != ptr.element_type:
+            expected, desired = (arith.BitcastOp(ptr.element_type, v).result for v in (expected, desired))
         return func.CallOp([ptr.element_type], ir.FlatSymbolRefAttr.get(callee), [base, index, expected,
                                                                                    desired]).result
-    conv.bind(op.results[0], _elementwise(conv, op, ptr, None, update))
+    old = _elementwise(conv, op, ptr, None, update)
+    if element != ptr.element_type:
+        old = arith.BitcastOp(op.results[0].type, old).result
+    conv.bind(op.results[0], old)

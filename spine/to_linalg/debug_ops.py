@@ -1,6 +1,8 @@
 """tt.print and tt.assert (tl.device_print, tl.device_assert with debug=True): element by element, calls
 into the runtime's device_io.c, which prints whole lines under a lock and records the first failed
-assertion for the launcher to raise."""
+assertion for the launcher to raise. gpu.barrier (tl.debug_barrier) emits nothing: a program runs on one
+thread, whose program order already orders its own loads and stores; ordering between programs is the
+atomics' business."""
 from __future__ import annotations
 
 from mlir import ir
@@ -14,6 +16,11 @@ from .types import element_type, shape_of
 
 I32 = lambda: ir.IntegerType.get_signless(32)  # noqa: E731
 I64 = lambda: ir.IntegerType.get_signless(64)  # noqa: E731
+
+
+@handles("gpu.barrier")
+def convert_barrier(conv, op):
+    pass
 
 
 def string_address(conv, text: str) -> ir.Value:

@@ -1,4 +1,5 @@
 """Atomics across program instances, which run concurrently on the grid's threads."""
+import pytest
 import torch
 import triton
 import triton.language as tl
@@ -88,3 +89,41 @@ def test_atomic_exchange_returns_old_values(target):
     xchg_kernel[(1,)](x, new, old, BLOCK=16)
     torch.testing.assert_close(old, torch.arange(16, dtype=torch.float32))
     torch.testing.assert_close(x, new)
+
+
+@triton.jit
+def float_cas_kernel(x_ptr, old_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    old = tl.atomic_cas(x_ptr + offs, tl.full((BLOCK,), 0.0, x_ptr.dtype.element_ty),
+                        tl.full((BLOCK,), 2.0, x_ptr.dtype.element_ty))
+    tl.store(old_ptr + offs, old)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_float_atomic_cas_compares_bits(target, dtype):
+    # Triton's test_tensor_atomic_cas on floats; -0.0 has other bits than 0.0, so it is not replaced
+    x = torch.tensor([0.0, 1.0, -0.0, float("nan")] * 4, dtype=dtype)
+    expected = torch.where((x == 0) & ~torch.signbit(x), torch.tensor(2.0, dtype=dtype), x)
+    old = torch.empty_like(x)
+    before = x.clone()
+    float_cas_kernel[(2,)](x, old, BLOCK=8)
+    assert torch.equal(old.view(torch.uint8), before.view(torch.uint8))
+    assert torch.equal(x.view(torch.uint8), expected.view(torch.uint8))
+
+
+@triton.jit
+def locked_add_kernel(data_ptr, lock_ptr, BLOCK: tl.constexpr):
+    # Triton's test_atomic_cas: a spin lock around a read-modify-write, tl.debug_barrier before the release
+    ptrs = data_ptr + tl.arange(0, BLOCK)
+    while tl.atomic_cas(lock_ptr, 0, 1) == 1:
+        pass
+    tl.store(ptrs, tl.load(ptrs) + 1.0)
+    tl.debug_barrier()
+    tl.atomic_xchg(lock_ptr, 0)
+
+
+def test_spin_lock_with_debug_barrier(target):
+    data = torch.zeros(64)
+    lock = torch.zeros(1, dtype=torch.int32)
+    locked_add_kernel[(500,)](data, lock, BLOCK=64)
+    assert torch.equal(data, torch.full((64,), 500.0)) and lock.item() == 0
