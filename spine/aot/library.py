@@ -1,17 +1,19 @@
-"""Linking an ahead-of-time kernel into a self-contained shared library: the kernel object, its C wrapper
-and Spine's grid runtime (cpp/grid.c and what it needs), built by zig's clang for the kernel's target.
-Only the kernel's C functions are exported, so several such libraries load into one program side by
-side; the library needs libc, libm and pthreads, nothing of Python or Spine."""
+"""Linking ahead-of-time kernels into one self-contained shared library: each kernel's object (its entry
+point renamed after its C function, so several share a library), a C wrapper per kernel and Spine's grid
+runtime (cpp/grid.c and what it needs), built by zig's clang for the kernels' target. Only the kernels'
+C functions are exported, so several such libraries also load into one program side by side; a library
+needs libc, libm and pthreads, nothing of Python or Spine."""
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
 from dataclasses import dataclass
 
 from ..driver.toolchain import CPP_DIR, GUEST_ZIG_TARGET, SHARED_SOURCES
 from ..zig import zig
 from .compile import CompiledObject
-from .header import exported_symbols, header_text, wrapper_source
+from .header import entry_symbol, exported_symbols, header_text, wrapper_source
 
 ZIG_TARGETS = {"riscv64": GUEST_ZIG_TARGET, "host": None}
 
@@ -22,28 +24,55 @@ class AotLibrary:
     header: str    # path of <name>.h
 
 
-def build_library(kernel: CompiledObject, name: str, out_dir: str) -> AotLibrary:
-    if not name.isidentifier():
-        raise ValueError(f"{name!r} is not a C identifier")
+def build_library(kernels: list[tuple[CompiledObject, str]], library_name: str, out_dir: str) -> AotLibrary:
+    """`kernels`: each compiled kernel with the name of its C function."""
+    names = [name for _, name in kernels] + [library_name]
+    bad = [n for n in names if not n.isidentifier()]
+    if bad:
+        raise ValueError(f"{', '.join(map(repr, bad))}: not a C identifier")
+    if len(set(names[:-1])) != len(kernels):
+        raise ValueError("two kernels of one library have the same C name (use --name)")
+    targets = {kernel.target for kernel, _ in kernels}
+    if len(targets) != 1:
+        raise ValueError(f"the kernels of one library are compiled for one target, not {sorted(targets)}")
     os.makedirs(out_dir, exist_ok=True)
-    header = os.path.join(out_dir, f"{name}.h")
-    library = os.path.join(out_dir, f"lib{name}.so")
+    header = os.path.join(out_dir, f"{library_name}.h")
+    library = os.path.join(out_dir, f"lib{library_name}.so")
     with open(header, "w") as f:
-        f.write(header_text(kernel, name))
+        f.write(header_text(kernels, library_name))
     with tempfile.TemporaryDirectory(prefix="spine-aot-") as tmp:
-        paths = {"kernel.o": kernel.object, f"{name}_wrapper.c": wrapper_source(kernel, name).encode(),
-                 "exports.map": _version_script(name).encode()}
-        for file_name, data in paths.items():
-            with open(os.path.join(tmp, file_name), "wb") as f:
-                f.write(data)
-        target = ZIG_TARGETS[kernel.target]
+        inputs = []
+        for kernel, name in kernels:
+            wrapper = wrapper_source(kernel, name, os.path.basename(header))
+            inputs += [_renamed_object(kernel, name, tmp), _write(tmp, f"{name}_wrapper.c", wrapper)]
+        exports = _write(tmp, "exports.map", _version_script([name for _, name in kernels]))
+        target = ZIG_TARGETS[targets.pop()]
         zig("cc", *(["-target", target] if target else []), "-shared", "-fPIC", "-O2", "-s",
-            "-I", out_dir, "-I", CPP_DIR, os.path.join(tmp, f"{name}_wrapper.c"),
-            *(os.path.join(CPP_DIR, s) for s in SHARED_SOURCES), os.path.join(tmp, "kernel.o"),
-            f"-Wl,--version-script={os.path.join(tmp, 'exports.map')}", "-lm", "-lpthread",
-            "-o", library)
+            "-I", out_dir, "-I", CPP_DIR, *inputs, *(os.path.join(CPP_DIR, s) for s in SHARED_SOURCES),
+            f"-Wl,--version-script={exports}", "-lm", "-lpthread", "-o", library)
     return AotLibrary(library, header)
 
 
-def _version_script(name: str) -> str:
-    return "{\n  global: " + " ".join(f"{s};" for s in exported_symbols(name)) + "\n  local: *;\n};\n"
+def _write(directory: str, name: str, data) -> str:
+    path = os.path.join(directory, name)
+    with open(path, "wb" if isinstance(data, bytes) else "w") as f:
+        f.write(data)
+    return path
+
+
+def _renamed_object(kernel: CompiledObject, name: str, directory: str) -> str:
+    """The kernel's object with `spine_entry` renamed after its C function (llvm-objcopy of the LLVM
+    tools wheel)."""
+    import llvm
+    objcopy = os.path.join(os.path.dirname(llvm.__file__), "bin", "llvm-objcopy")
+    path = _write(directory, f"{name}.o", kernel.object)
+    proc = subprocess.run([objcopy, f"--redefine-sym=spine_entry={entry_symbol(name)}", path],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"renaming the entry point of kernel '{kernel.name}' failed:\n{proc.stderr}")
+    return path
+
+
+def _version_script(names: list[str]) -> str:
+    symbols = " ".join(f"{s};" for name in names for s in exported_symbols(name))
+    return "{\n  global: " + symbols + "\n  local: *;\n};\n"

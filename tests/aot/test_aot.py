@@ -104,3 +104,50 @@ def test_signature_matches_parameters():
 def test_signature_errors(signature, constexprs, message):
     with pytest.raises(SignatureError, match=message.replace(".", r"\.").replace("(", r"\(")):
         kernel_signature(_kernel(), signature, constexprs)
+
+
+TWO_KERNELS_MAIN = r"""
+#include <stdio.h>
+#include "kernels.h"
+int main(void) {
+    float x[300], y[300], sum[300], soft[3 * 100];
+    for (int i = 0; i < 300; i++) { x[i] = (float)(i % 7); y[i] = 0.5f * (float)i; }
+    vadd_set_num_threads(1);
+    if (vadd(x, y, sum, 300, 3, 1, 1) != SPINE_AOT_OK) return 1;
+    if (softmax(soft, sum, 100, 100, 100, 3, 1, 1) != SPINE_AOT_OK) return 1;
+    if (vadd(x, y, sum, 300, -1, 1, 1) != SPINE_AOT_INVALID_GRID) return 1;
+    for (int i = 0; i < 300; i++) printf("%.9g %.9g\n", sum[i], soft[i]);
+    return 0;
+}
+"""
+
+
+def test_a_library_of_two_kernels(tmp_path):
+    out = tmp_path / "build"
+    proc = subprocess.run([sys.executable, "-m", "spine.aot", "--target", "host", "--library", "kernels",
+                           f"{os.path.dirname(__file__)}/kernels.py:add_kernel", "-s", "*fp32,*fp32,*fp32,i32",
+                           "-c", "BLOCK=128", "--name", "vadd",
+                           f"{EXAMPLE}/softmax.py:softmax_kernel", "--name", "softmax",
+                           "--signature", "*fp32,*fp32,i32,i32,i32", "--constexpr", "BLOCK=128",
+                           "--out-dir", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "main.c").write_text(TWO_KERNELS_MAIN)
+    program = str(out / "main")
+    zig("cc", "-O2", f"-I{out}", str(tmp_path / "main.c"), f"-L{out}", "-lkernels", "-Wl,-rpath,$ORIGIN",
+        "-o", program)
+    run = subprocess.run([program], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    got = torch.tensor([[float(v) for v in line.split()] for line in run.stdout.splitlines()])
+    i = torch.arange(300)
+    expected_sum = (i % 7).float() + 0.5 * i.float()
+    torch.testing.assert_close(got[:, 0], expected_sum)
+    torch.testing.assert_close(got[:, 1], torch.softmax(expected_sum.view(3, 100), dim=1).flatten())
+
+
+def test_options_belong_to_the_kernel_before_them():
+    from spine.aot.__main__ import split_arguments
+    library, kernels = split_arguments(["-s", "i32", "a.py:k", "-c", "B=1", "--target", "host", "b.py:m",
+                                        "--signature=*fp32", "-n", "em", "-o", "dir"])
+    assert library == ["--target", "host", "-o", "dir"]
+    assert [(k.kernel, k.signature, k.constexprs, k.name) for k in kernels] == [
+        ("a.py:k", "i32", ["B=1"], None), ("b.py:m", "*fp32", [], "em")]
