@@ -249,12 +249,22 @@ class DirectLauncher {
                     if (spans[s].written)
                         std::memcpy((void *)spans[s].lo, arena + spans[s].offset, spans[s].hi - spans[s].lo);
         }
+        if (status == -3) {  /* interrupted: the reply is still to come, so the server is stopped */
+            PyObject *type, *value, *traceback;
+            PyErr_Fetch(&type, &value, &traceback);
+            try {
+                finish_(py::handle(function), status, py::bytes(body));
+            } catch (py::error_already_set &) {
+            }
+            PyErr_Restore(type, value, traceback);
+            throw py::error_already_set();
+        }
         if (status != 0 || !body.empty()) finish_(py::handle(function), status, py::bytes(body));
         return py::none();
     }
 
     /* Writes the request and reads the reply's status and payload: -1 when the stream closed, -2 when no
-     * reply came within timeout_ms. */
+     * reply came within timeout_ms, -3 when a Python signal handler raised (its exception is set). */
     static int32_t round_trip(int request_fd, int reply_fd, const std::vector<uint8_t> &message, int timeout_ms,
                               std::string *body) {
         size_t sent = 0;
@@ -291,7 +301,12 @@ class DirectLauncher {
             }
             struct pollfd ready = {fd, POLLIN, 0};
             int r = poll(&ready, 1, wait);
-            if (r < 0 && errno == EINTR) continue;
+            if (r < 0 && errno == EINTR) {
+                /* A signal: run Python's handlers; one that raises (Ctrl-C) ends the wait. */
+                py::gil_scoped_acquire held;
+                if (PyErr_CheckSignals() != 0) return -3;
+                continue;
+            }
             if (r == 0) return -2;
             ssize_t got = read(fd, p, n);
             if (got < 0 && errno == EINTR) continue;

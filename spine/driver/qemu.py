@@ -290,8 +290,12 @@ class QemuKernel:
 
     def check(self, status: int, body: bytes) -> None:
         """Raises what a launch by the fast path ended in: status -1 the server died, -2 it did not answer in
-        time, else the kernel server's reply status and payload."""
+        time, -3 the wait was interrupted (the server is stopped; the caller raises the interruption), else
+        the kernel server's reply status and payload."""
         server = self.executor.server
+        if status == -3:
+            self.executor.shutdown()
+            return
         if status in (-1, -2):
             fault = server.died() if status == -1 else server.hung(kernel_timeout())
             self.executor.shutdown()

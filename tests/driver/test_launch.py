@@ -230,3 +230,30 @@ def test_channel_round_trip_and_errors():
         channel.request(protocol.CMD_PING, b"", timeout=10)
     for fd in (request_read, request_write, reply_read):
         os.close(fd)
+
+
+@triton.jit
+def spin_kernel(out_ptr, n: tl.int64):
+    acc = n * 0
+    for i in range(n):
+        acc = (acc * 31 + i) % 1000003
+    tl.store(out_ptr, acc)
+
+
+def test_ctrl_c_interrupts_a_long_launch_under_qemu():
+    import os
+    import platform
+    import signal
+    import threading
+    from spine.driver import CPUDriver
+    if platform.machine() == "riscv64":
+        pytest.skip("no QEMU on a riscv64 machine")
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    out = torch.zeros(1, dtype=torch.int32)
+    spin_kernel[(1,)](out, 10)
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        spin_kernel[(1,)](out, 1 << 40)
+    timer.join()
+    test_one_element_add("riscv64")
