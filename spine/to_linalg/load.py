@@ -114,12 +114,28 @@ def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_pl
         with ir.InsertionPoint.at_block_begin(conv_entry_block(ptr.base)):
             buffer = alloc(ir.MemRefType.get(list(ptr.shape), ptr.element_type), [], []).result
         branch = scf.IfOp(_is_partial(window, ptr.shape), [tile_type], has_else=True)
-        with ir.InsertionPoint(branch.then_block):
-            scf.YieldOp([_copied_tile(ptr, window, fill, buffer)])
         with ir.InsertionPoint(branch.else_block):
-            scf.YieldOp([_view_as_tensor(pointer_view(ptr), tile_type)])
+            view = pointer_view(ptr)
+            scf.YieldOp([_view_as_tensor(view, tile_type)])
+        with ir.InsertionPoint(branch.then_block):
+            scf.YieldOp([_copied_tile(ptr, window, fill, _in_layout_of(buffer, view.type))])
         return branch.results[0]
     return _copied_tile(ptr, window, fill)
+
+
+def _in_layout_of(buffer: ir.Value, view_type: ir.Type) -> ir.Value:
+    """The edge buffer cast to the in-place view's layout where they differ only in the offset (a dense
+    view): both branches then yield one buffer type, and the tile's consumers are not compiled for fully
+    dynamic strides, which would keep the vectoriser from their loops."""
+    view_type = ir.MemRefType(view_type)
+    strides, offset = view_type.get_strides_and_offset()
+    dense, expected = [], 1
+    for n in reversed(list(ir.MemRefType(buffer.type).shape)):
+        dense.insert(0, expected)
+        expected *= n
+    if offset not in (0, b.DYNAMIC_STRIDE) or list(strides) != dense:
+        return buffer
+    return memref.CastOp(view_type, buffer).result
 
 
 def _view_as_tensor(view: ir.Value, tile_type: ir.Type) -> ir.Value:
