@@ -328,6 +328,9 @@ class QemuKernel:
                 raise DeviceAssertionError(f"kernel '{self.name}': {failure}") from None
             except protocol.ServerError as error:
                 raise RuntimeError(f"kernel '{self.name}': {error}") from None
+            except BaseException:  # interrupted (Ctrl-C) with the reply still to come: the server is stopped
+                executor.shutdown()
+                raise
             wall = time.perf_counter_ns() - clock
             _copy_back(arena, spans)
             if plan is None or not plan.deliver:

@@ -251,9 +251,16 @@ def test_ctrl_c_interrupts_a_long_launch_under_qemu():
     triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
     out = torch.zeros(1, dtype=torch.int32)
     spin_kernel[(1,)](out, 10)
-    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        spin_kernel[(1,)](out, 1 << 40)
-    timer.join()
-    test_one_element_add("riscv64")
+    hook = triton.knobs.runtime.launch_enter_hook
+    for python_launcher in (False, True):   # a launch hook sends the launch through the Python launcher
+        if python_launcher:
+            hook.add(print)
+        timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                spin_kernel[(1,)](out, 1 << 40)
+        finally:
+            timer.join()
+            hook.remove(print)
+        test_one_element_add("riscv64")
