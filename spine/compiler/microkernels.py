@@ -27,7 +27,7 @@ Lanes count accumulator elements of 32 bits (fp32, int32) per register, per `vsc
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,21 @@ class MicroKernel:
                           # step by step (the MR scalars of a step at small immediate offsets: RVV)
     kc: int = 256      # reduction steps per block: a block's KC x NR part of a B panel stays in L1
     unroll: int = 4    # reduction steps per loop iteration
+    min_rows: int = 0  # fewer accumulator rows a product may use when they pad its rows less (0: `rows` only)
+
+    def for_rows(self, m: int) -> "MicroKernel":
+        """This kernel with the register block's row count (between min_rows and rows) that pads m rows
+        least, the larger on ties: a block of 256 rows in panels of 14 computes 266 of them."""
+        if not self.min_rows:
+            return self
+        best = min(range(self.min_rows, self.rows + 1), key=lambda r: (-(-m // r) * r, -r))
+        return self if best == self.rows else replace(self, rows=best)
 
 
 MICROKERNELS = {mk.name: mk for mk in (
     MicroKernel("rvv", "RVV 1.0 vfmacc.vf, LMUL 1 (vector length agnostic)", 2, True, 6, 4),
-    MicroKernel("avx512", "AVX-512F vfmadd231ps, 512-bit", 16, False, 14, 2, a_rows=True),
-    MicroKernel("avx2", "AVX2 + FMA vfmadd231ps, 256-bit", 8, False, 6, 2, a_rows=True),
+    MicroKernel("avx512", "AVX-512F vfmadd231ps, 512-bit", 16, False, 14, 2, a_rows=True, min_rows=8),
+    MicroKernel("avx2", "AVX2 + FMA vfmadd231ps, 256-bit", 8, False, 6, 2, a_rows=True, min_rows=4),
     MicroKernel("sse", "SSE2 mulps + addps, 128-bit", 4, False, 4, 2, fma=False),
     MicroKernel("portable", "no vector unit: four-lane vectors LLVM splits into scalars", 4, False, 4, 2),
 )}

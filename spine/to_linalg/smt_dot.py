@@ -63,6 +63,7 @@ def convert_dot(conv, op):
     kernel, sum_type = _microkernel(op), SUM_TYPES[a_op.element]
     panels = _b_panels(conv, op, b, mk.BPanels(b_op, sum_type, kernel, _block_steps(a_op, b_op, kernel)))
     b_arg = panels if panels is not None else _buffer(b, b_op)
+    kernel = kernel.for_rows(a_op.rows)
     if c_in is not None and _updates_in_place(op, c_in, c_in_op, result_type):
         spec = mk.PackedMatmul(a_op, b_op, c_in_op, None, sum_type, kernel, in_place=True,
                                b_panels=panels is not None)

@@ -225,22 +225,22 @@ def copy_run(src, src_at: list, dst, dst_start, count, acc: ir.Type) -> None:
 
 def pack_b(b_op: Operand, b, bp, nr: ir.Value, panels_n: ir.Value, k0, steps: int, kc: int,
            group: ir.Type, base=0) -> None:
-    """Bp[base + (jp * KC + t) * NR + c] = B[k0 + t, jp * NR + c] for t < steps, zero past N: panel by panel.
-    A panel row that is whole and contiguous in B is one vector load and store of `group` (NR lanes); others
-    are copied in runs."""
+    """Bp[base + (jp * KC + t) * NR + c] = B[k0 + t, jp * NR + c] for t < steps, zero past N: row by row of B
+    (each row read once, in order; panel by panel would read every row again for each panel). A panel row
+    that is whole and contiguous in B is one vector load and store of `group` (NR lanes); others are copied
+    in runs."""
     n = b_op.cols
     acc = ir.VectorType(group).element_type
     chunk = column_chunk([b_op], nr)
     whole_rows = arith.CmpIOp(arith.CmpIPredicate.eq, chunk, nr).result if b_op.packed else None
 
-    def panel(jp, _):
-        col0 = arith.MulIOp(jp, nr).result
-        valid = arith.MinUIOp(arith.SubIOp(im.const(n), col0).result, nr).result
-        whole = arith.CmpIOp(arith.CmpIPredicate.eq, valid, nr).result
-        if whole_rows is not None:
-            whole = arith.AndIOp(whole, whole_rows).result
-
-        def row(t, _):
+    def row(t, _):
+        def panel(jp, _):
+            col0 = arith.MulIOp(jp, nr).result
+            valid = arith.MinUIOp(arith.SubIOp(im.const(n), col0).result, nr).result
+            whole = arith.CmpIOp(arith.CmpIPredicate.eq, valid, nr).result
+            if whole_rows is not None:
+                whole = arith.AndIOp(whole, whole_rows).result
             dst = add(base, mul(add(mul(jp, kc), t), nr))
             run = run_of(b, b_op.at(add(k0, t), col0), nr)
             fast = whole if run.unit is None else arith.AndIOp(whole, run.unit).result
@@ -259,8 +259,8 @@ def pack_b(b_op: Operand, b, bp, nr: ir.Value, panels_n: ir.Value, k0, steps: in
                 loop(0, valid, chunk, piece)
                 fill(bp, add(dst, valid), 1, arith.SubIOp(nr, valid).result, zero(acc))
                 scf.YieldOp([])
-        loop(0, steps, 1, row)
-    loop(0, panels_n, 1, panel)
+        loop(0, panels_n, 1, panel)
+    loop(0, steps, 1, row)
 
 
 # ----------------------------------------------------------------------------------------- A panels
