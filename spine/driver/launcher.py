@@ -163,7 +163,8 @@ class CPULauncher:
         """The fast path's description of each parameter, (kind, int bits, argument position, read in place,
         written, and both checked for aliasing; written), or None when a launch of this kernel always needs
         the Python path."""
-        if self.extents or any(s.kind != "plain" or s.path for s in self.sources):
+        plain = all(s.kind == "plain" and not s.path for s in self.sources)
+        if self.extents or not plain or len(self.params) > _DIRECT_MAX_PARAMS:
             return None
         aliasing = bool(self.read_in_place and self.written)
         out = []
@@ -197,6 +198,7 @@ class _bounds_errors_recognised:
 
 # The fast path's kinds (cpp/launch.cpp's enum Kind), and the scalar types it encodes.
 _DIRECT_POINTER, _DIRECT_INT, _DIRECT_FP32, _DIRECT_FP64, _DIRECT_FP16, _DIRECT_BF16 = range(6)
+_DIRECT_MAX_PARAMS = 512   # cpp/launch.cpp's MAX_PARAMS
 _DIRECT_SCALARS = {**{ty: (_DIRECT_INT, int(ty[1:])) for ty in ("i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16",
                                                                  "u32", "u64")},
                    "fp32": (_DIRECT_FP32, 32), "fp64": (_DIRECT_FP64, 64), "fp16": (_DIRECT_FP16, 16),
