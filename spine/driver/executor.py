@@ -21,8 +21,12 @@ def default_num_threads() -> int:
 
 
 class Kernel(Protocol):
-    """A loaded kernel. `direct_entry` is the address of its entry point when the host launch fast path
-    (cpp/launch.cpp) may call it itself in this process, 0 when every launch must go through launch()."""
+    """A loaded kernel.
+
+    The launch fast path (cpp/launch.cpp) may skip launch(): it calls `direct_entry` itself when that is
+    an entry point in this process (NativeKernel), or uses `direct_server(arena_bytes)` when the kernel
+    object has one (QemuKernel); either way it hands an unsuccessful launch's outcome to `check`, which
+    raises. A kernel with `direct_entry` 0 and no `direct_server` always goes through launch()."""
     name: str
     so_path: str
     direct_entry: int
@@ -32,6 +36,8 @@ class Kernel(Protocol):
         assertion (or a bounds check) failed."""
 
     def __call__(self, grid: tuple[int, int, int], args: Arguments) -> None: ...
+
+    def check(self, *outcome) -> None: ...
 
 
 class Executor(Protocol):
