@@ -54,7 +54,9 @@ def launch_extension() -> str:
     """The host launch fast path (cpp/launch.cpp), a Python extension module for this interpreter, built
     with zig's clang++ against pybind11's headers."""
     import pybind11
-    flags = ("-shared", "-fPIC", "-O2", "-std=c++17", "-fvisibility=hidden", f"-I{sysconfig.get_paths()['include']}",
-             f"-I{pybind11.get_include()}")
-    tag = f"{sys.implementation.cache_tag}-pybind11-{pybind11.__version__}"
-    return _build("spine-launch", ("launch.cpp",), flags + (tag,), ".so", compile_flags=flags)
+    flags = ("-shared", "-fPIC", "-O2", "-std=c++17", "-fvisibility=hidden")
+    includes = (f"-I{sysconfig.get_paths()['include']}", f"-I{pybind11.get_include()}")
+    # Keyed by the interpreter and pybind11 versions, not by where they are installed: every checkout's
+    # virtual environment shares one build.
+    key = flags + (f"{sys.implementation.cache_tag}-{sys.version}", f"pybind11-{pybind11.__version__}")
+    return _build("spine-launch", ("launch.cpp",), key, ".so", compile_flags=flags + includes)
