@@ -145,7 +145,8 @@ def convert_mulhiui(conv, op):
 @handles("arith.select")
 def convert_select(conv, op):
     # select between pointers is not elementwise arithmetic: keep it out of the clone path
-    if any(isinstance(conv.state(v), (st.PointerState, st.GatherPointer)) for v in op.operands[1:]):
+    if any(isinstance(conv.state(v), (st.PointerState, st.GatherPointer, st.IntegerAddress))
+           for v in op.operands[1:]):
         return convert_pointer_select(conv, op)
     convert_elementwise(conv, op)
 

@@ -5,7 +5,11 @@ selects between a fresh and a loop-carried pointer).
     otherwise                                    both become gathers and their offsets are selected
                                                  elementwise
 
-Pointers into different arguments are not supported: a memref is fixed per argument.
+    into two arguments, a scalar condition     the argument's memref is selected (both count as written:
+                                                 the store that may follow cannot tell which it is)
+    addresses made from integers                 the integers are selected (tt.int_to_ptr)
+
+An elementwise choice between pointers into different arguments is not supported: a gather reads one memref.
 """
 from __future__ import annotations
 
@@ -31,9 +35,21 @@ def _as_gather(state) -> st.GatherPointer:
 def convert_pointer_select(conv, op) -> None:
     cond_value, a_value, b_value = op.operands
     a, b = conv.state(a_value), conv.state(b_value)
-    if not all(isinstance(s, (st.PointerState, st.GatherPointer)) for s in (a, b)) or a.base != b.base:
-        raise conv.unsupported(op, "a select between pointers into different arguments")
     cond = conv.concrete(cond_value)
+    if isinstance(a, st.IntegerAddress) and isinstance(b, st.IntegerAddress):
+        conv.bind(op.results[0], st.IntegerAddress(arith.SelectOp(cond, a.value, b.value).result))
+        return
+    if not all(isinstance(s, (st.PointerState, st.GatherPointer)) for s in (a, b)):
+        raise conv.unsupported(op, "a select between pointers of unknown origin")
+    if a.base != b.base:
+        if not isinstance(cond.type, ir.RankedTensorType) and a.base.type == b.base.type and \
+                _same_structure(a, replace(b, base=a.base)):
+            conv.written_args.update(conv.argument_of[x] for x in (a.base, b.base) if x in conv.argument_of)
+            base = arith.SelectOp(cond, a.base, b.base).result
+            offset = arith.SelectOp(cond, im.as_value(a.offset), im.as_value(b.offset)).result
+            conv.bind(op.results[0], replace(a, base=base, offset=offset))
+            return
+        raise conv.unsupported(op, "an elementwise select between pointers into different arguments")
     if _same_structure(a, b) and not isinstance(cond.type, ir.RankedTensorType):
         offset = arith.SelectOp(cond, im.as_value(a.offset), im.as_value(b.offset)).result
         conv.bind(op.results[0], replace(a, offset=offset))

@@ -45,6 +45,19 @@ def convert_addptr(conv, op):
     conv.bind(result, replace(gather, offsets=offsets))
 
 
+@handles("tt.int_to_ptr")
+def convert_int_to_ptr(conv, op):
+    conv.bind(op.results[0], st.IntegerAddress(conv.concrete(op.operands[0])))
+
+
+@handles("tt.ptr_to_int")
+def convert_ptr_to_int(conv, op):
+    address = conv.state(op.operands[0])
+    if not isinstance(address, st.IntegerAddress) or address.value.type != op.results[0].type:
+        raise conv.unsupported(op, "the address of a pointer into an argument")
+    conv.bind(op.results[0], address.value)
+
+
 @handles("tt.bitcast")
 def convert_bitcast(conv, op):
     """Value bitcasts are arith.bitcast. A pointer bitcast views the argument as the new element type; the

@@ -11,6 +11,7 @@ immutable states record the recognised structure:
     MaskState     mask[i] = and_d (lo[d] <= i[d] < hi[d])            masks from comparisons of AffineIndex
     SplatValue    value[i] = scalar                                  non-integer splats (e.g. `other=0.0`)
     BoolBytes     a computed boolean tensor, kept as i8 (each use compares it to 0)
+    IntegerAddress  pointers made from integers (tt.int_to_ptr): the i64 addresses, never dereferenced
 
 The combinators are pure: they return a new state, or None when the structure is lost, in which case the
 converter materialises concrete tensors (materialize.py) and falls back to the general path.
@@ -86,6 +87,13 @@ class MaskState:
 class SplatValue:
     shape: Tuple[int, ...]
     scalar: ir.Value
+
+
+@dataclass(frozen=True)
+class IntegerAddress:
+    """Pointers made from integers (`x.to(tl.pi32_t)`), only selected and turned back into integers: the
+    conversion cannot tell which argument such an address points into, so it cannot be dereferenced."""
+    value: ir.Value                  # i64 scalar or tensor
 
 
 @dataclass(frozen=True)

@@ -56,3 +56,40 @@ def test_select_against_a_loop_carried_pointer(target):
     rows = x.view(4, 16)
     expected = sum(rows[i % 3] for i in range(7))
     torch.testing.assert_close(out, expected)
+
+
+@triton.jit
+def integer_address_kernel(cond_ptr, a_ptr, b_ptr, out_ptr, BLOCK: tl.constexpr):
+    # Triton's test_where on "*int32": integers made pointers, selected, stored back as integers
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + offs).to(tl.pi32_t)
+    b = tl.load(b_ptr + offs).to(tl.pi32_t)
+    tl.store(out_ptr + offs, tl.where(tl.load(cond_ptr + offs), a, b))
+
+
+def test_select_between_integer_addresses(target):
+    cond = torch.rand(16) > 0.5
+    a = torch.randint(0, 2**40, (16,))
+    b = torch.randint(0, 2**40, (16,))
+    out = torch.empty(16, dtype=torch.int64)
+    integer_address_kernel[(1,)](cond, a, b, out, BLOCK=16)
+    assert torch.equal(out, torch.where(cond, a, b))
+
+
+@triton.jit
+def argument_choice_kernel(cond_ptr, a_ptr, b_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    ptr = tl.where(tl.load(cond_ptr), a_ptr, b_ptr)
+    tl.store(out_ptr + offs, tl.load(ptr + offs))
+    tl.store(ptr + offs, tl.load(ptr + offs) * 2)
+
+
+def test_scalar_condition_selects_the_argument(target):
+    for chosen in (True, False):
+        a, b = torch.randn(16), torch.randn(16)
+        a0, b0 = a.clone(), b.clone()
+        out = torch.empty(16)
+        argument_choice_kernel[(1,)](torch.tensor([chosen]), a, b, out, BLOCK=16)
+        torch.testing.assert_close(out, a0 if chosen else b0)
+        torch.testing.assert_close(a, 2 * a0 if chosen else a0)   # the store went where the load came from
+        torch.testing.assert_close(b, b0 if chosen else 2 * b0)
