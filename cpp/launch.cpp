@@ -37,6 +37,8 @@ typedef int (*assert_pending_fn)(void);
 enum Kind : uint8_t { POINTER = 0, INT = 1, FP32 = 2, FP64 = 3, FP16 = 4, BF16 = 5 };
 
 constexpr size_t MAX_PARAMS = 512;
+/* A bounds-checked (debug) kernel takes each pointer's extent after its own parameters. */
+constexpr size_t MAX_SLOTS = 2 * MAX_PARAMS;
 
 struct Param {
     Kind kind;
@@ -78,7 +80,7 @@ int32_t requested_threads(int32_t fallback) {
 
 class DirectLauncher {
   public:
-    DirectLauncher(py::list params, py::handle tensor_type, py::list sessions, uintptr_t run_grid,
+    DirectLauncher(py::list params, py::list extents, py::handle tensor_type, py::list sessions, uintptr_t run_grid,
                    uintptr_t assert_pending, int32_t default_threads, py::object slow, py::object finish)
         : tensor_type_((PyTypeObject *)tensor_type.ptr()), sessions_(sessions),
           run_grid_((run_grid_fn)run_grid), assert_pending_((assert_pending_fn)assert_pending),
@@ -96,6 +98,12 @@ class DirectLauncher {
             params_.push_back(p);
         }
         if (params_.size() > MAX_PARAMS) throw std::invalid_argument("too many kernel parameters");
+        /* extents: for each pointer parameter in order, its pointee's bytes (empty: no bounds checks) */
+        for (size_t i = 0; i < params_.size() && extents.size(); i++)
+            if (params_[i].kind == POINTER) extent_of_.push_back(i);
+        for (py::handle bytes : extents) extent_bytes_.push_back(bytes.cast<int64_t>());
+        if (extent_bytes_.size() != (extents.size() ? extent_of_.size() : 0))
+            throw std::invalid_argument("one extent per pointer parameter");
         is_cpu_ = py::str("is_cpu");
         data_ptr_ = py::str("data_ptr");
         shape_ = py::str("shape");
@@ -130,8 +138,8 @@ class DirectLauncher {
         int32_t threads = requested_threads(default_threads_);
         if (threads < 0) return slow(all);
 
-        uint64_t slots[MAX_PARAMS];
-        void *pointers[MAX_PARAMS];
+        uint64_t slots[MAX_SLOTS];
+        void *pointers[MAX_SLOTS];
         ByteRange ranges[MAX_PARAMS];
         size_t num_ranges = 0;
         PyObject *const *args = a + 9;
@@ -150,8 +158,16 @@ class DirectLauncher {
             pointers[i] = &slots[i];
         }
         if (num_ranges && overlaps(ranges, num_ranges)) return slow(all);  /* the alias-safe variant */
+        size_t num_slots = params_.size();
+        for (size_t k = 0; k < extent_of_.size(); k++, num_slots++) {  /* as arguments.element_extent */
+            size_t i = extent_of_[k];
+            ByteRange range;
+            if (!byte_range(args[params_[i].position], slots[i], &range)) return slow(all);
+            slots[num_slots] = (uint64_t)((int64_t)(range.hi - range.lo) / extent_bytes_[k]);
+            pointers[num_slots] = &slots[num_slots];
+        }
         if ((int64_t)grid[0] * grid[1] * grid[2] == 0) return py::none();
-        if (entry == SERVER) return arena_launch(all, a[4], args, grid, threads, slots);
+        if (entry == SERVER) return arena_launch(all, a[4], args, grid, threads, slots, num_slots);
         int rc;
         {
             py::gil_scoped_release released;
@@ -175,7 +191,7 @@ class DirectLauncher {
 
     /* One RUN round trip to the kernel server behind `function` (see the top of this file). */
     py::object arena_launch(py::args all, PyObject *function, PyObject *const *args, const int32_t grid[3],
-                            int32_t threads, uint64_t *slots) {
+                            int32_t threads, uint64_t *slots, size_t num_slots) {
         Span spans[MAX_PARAMS];
         size_t num_spans = 0, span_of[MAX_PARAMS];
         for (size_t i = 0; i < params_.size(); i++) {
@@ -218,7 +234,7 @@ class DirectLauncher {
             ~Release() { lock.attr("release")(); }
         } release{lock};
 
-        size_t n = params_.size(), values_at = (24 + n + 7) / 8 * 8;
+        size_t n = num_slots, values_at = (24 + n + 7) / 8 * 8;
         std::vector<uint8_t> message(8 + values_at + 8 * n, 0);
         uint32_t header[2] = {2 /* RUN */, (uint32_t)(values_at + 8 * n)};
         int32_t head[6];
@@ -230,7 +246,7 @@ class DirectLauncher {
         std::memcpy(message.data() + 8, head, 24);
         for (size_t i = 0; i < n; i++) {
             uint64_t value = slots[i];
-            if (params_[i].kind == POINTER) {
+            if (i < params_.size() && params_[i].kind == POINTER) {
                 const Span &span = spans[span_of[i]];
                 value = span.offset + (slots[i] - span.lo);
                 message[8 + 24 + i] = 1;  /* an arena offset */
@@ -459,6 +475,8 @@ class DirectLauncher {
     }
 
     std::vector<Param> params_;
+    std::vector<size_t> extent_of_;      /* bounds-checked kernels: the parameter of each extent slot */
+    std::vector<int64_t> extent_bytes_;  /* and its pointee's size */
     PyTypeObject *tensor_type_;
     py::list sessions_;
     run_grid_fn run_grid_;
@@ -489,7 +507,8 @@ py::tuple environment(py::tuple names) {
 PYBIND11_MODULE(spine_launch, m) {
     m.doc() = "Spine's host launch fast path";
     py::class_<DirectLauncher>(m, "DirectLauncher")
-        .def(py::init<py::list, py::handle, py::list, uintptr_t, uintptr_t, int32_t, py::object, py::object>())
+        .def(py::init<py::list, py::list, py::handle, py::list, uintptr_t, uintptr_t, int32_t, py::object,
+                      py::object>())
         .def("__call__", &DirectLauncher::call);
     m.def("environment", &environment);
     m.attr("POINTER") = (int)POINTER;

@@ -109,7 +109,7 @@ def byte_range(tensor) -> tuple[int, int]:
     return lo, lo + extent * tensor.element_size()
 
 
-_POINTEE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8, "i1": 1, "u1": 1, "i8": 1, "u8": 1, "i16": 2,
+POINTEE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8, "i1": 1, "u1": 1, "i8": 1, "u8": 1, "i16": 2,
                   "u16": 2, "i32": 4, "u32": 4, "i64": 8, "u64": 8, **{name: 1 for name in FP8_POINTEE}}
 
 
@@ -123,4 +123,4 @@ def element_extent(param: Param, tensor) -> int:
     """How many elements of the parameter's type a kernel may reach from the tensor's data pointer: up
     to the end of the bytes its view may touch."""
     lo, hi = byte_range(tensor)
-    return (hi - lo) // _POINTEE_BYTES[param.pointee]
+    return (hi - lo) // POINTEE_BYTES[param.pointee]

@@ -3,8 +3,7 @@
 `make_launcher` (the driver's `launcher_cls`) gives triton a DirectLauncher from the host launch fast path
 (cpp/launch.cpp) where the kernel's parameters allow it: it encodes the arguments and runs the grid in C++
 and hands anything unusual to the CPULauncher below, which does everything in Python: checks, tensor
-wrappers, tensor descriptors, bounds-checked (debug) kernels, the alias-safe variant, launch hooks,
-profiling and QEMU."""
+wrappers, tensor descriptors and tuples, the alias-safe variant, launch hooks, profiling."""
 from __future__ import annotations
 
 import functools
@@ -14,7 +13,7 @@ import warnings
 from dataclasses import dataclass, fields
 
 from ..errors import DeviceAssertionError, OutOfBoundsError
-from .arguments import (SUPPORTED_POINTEE, Arguments, Param, byte_range, check_tensor, element_extent, extent_params,
+from .arguments import (POINTEE_BYTES, SUPPORTED_POINTEE, Arguments, Param, byte_range, check_tensor, element_extent, extent_params,
                         scalar_encoder, unwrap_tensor)
 from .executor import CORES, executor_for
 
@@ -164,7 +163,7 @@ class CPULauncher:
         written, and both checked for aliasing; written), or None when a launch of this kernel always needs
         the Python path."""
         plain = all(s.kind == "plain" and not s.path for s in self.sources)
-        if self.extents or not plain or len(self.params) > _DIRECT_MAX_PARAMS:
+        if not plain or len(self.params) > _DIRECT_MAX_PARAMS:
             return None
         aliasing = bool(self.read_in_place and self.written)
         out = []
@@ -235,5 +234,6 @@ def make_launcher(src, metadata):
     if target == "host" or (target == "riscv64" and platform.machine() == "riscv64"):
         runtime = executor_for(target, True).runtime
         run_grid, assert_pending = runtime.address("spine_host_run_grid"), runtime.address("spine_assert_pending")
-    return extension.DirectLauncher(params, torch.Tensor, session._sessions, run_grid, assert_pending, CORES,
-                                    launcher, launcher.finish)
+    extents = [POINTEE_BYTES[p.pointee] for p in launcher.params if p.is_pointer] if launcher.extents else []
+    return extension.DirectLauncher(params, extents, torch.Tensor, session._sessions, run_grid, assert_pending,
+                                    CORES, launcher, launcher.finish)

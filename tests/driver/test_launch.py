@@ -140,7 +140,8 @@ def test_bad_arguments_are_still_reported(target):
 
 
 def test_device_assertion_raises(target):
-    assert_positive_kernel[(1,)](torch.ones(1), debug=True)
+    compiled = assert_positive_kernel[(1,)](torch.ones(1), debug=True)
+    assert _launcher_kind(compiled) == "DirectLauncher"   # bounds-checked: the extents are passed too
     with pytest.raises(DeviceAssertionError, match="x must be positive"):
         assert_positive_kernel[(1,)](torch.zeros(1), debug=True)
     assert_positive_kernel[(1,)](torch.ones(1), debug=True)
