@@ -6,7 +6,11 @@ named, so none can be left behind), pointer arguments travel as arena offsets, a
 storages the kernel may write are copied back. Arguments that share a storage are copied as one span, so
 aliasing views behave as they do natively. A kernel that faults kills the guest: we raise KernelFault and
 start a fresh server on the next launch. The server exits by itself when this process ends, however it
-ends (a lifeline pipe closes), so no guest process outlives its host."""
+ends (a lifeline pipe closes), so no guest process outlives its host.
+
+Most launches do not run QemuKernel.launch: the launch fast path (cpp/launch.cpp) lays out the arena the
+same way (arena_layout), copies and makes the RUN round trip in C++, after QemuKernel.direct_server hands
+it the server."""
 from __future__ import annotations
 
 import atexit
