@@ -110,7 +110,7 @@ def lower(linalg_text: str, inline_copies: bool = False, line_tables: bool = Fal
         _run(module, DEALLOCATE)
         expand_compare_and_swap(module)
         _copies_to_linalg(module)
-        _full_tiles_stored_in_place(module)
+        _stores_in_place(module)
         _run(module, TO_LOOPS)
         expand_math(module)
         if "bf16" in linalg_text:
@@ -220,19 +220,20 @@ def _copies_to_linalg(module) -> None:
         op.erase()
 
 
-def _full_tiles_stored_in_place(module) -> None:
+def _stores_in_place(module) -> None:
     """A masked store bufferizes into: compute the tile into a local buffer, then copy its window out.
 
-        linalg.generic ... outs(%buf)                        (writes every element, reads none of %buf)
+        linalg.generic ins(%a, %b) outs(%buf)              (writes every element, reads none of %buf)
         linalg.copy ins(subview %buf[0][%n]) outs(%dest)
 
-    Most program instances store a full window: for those the generic writes straight into the
-    destination, and the copy (a memcpy the size of the tile, a third of a vector add's time) goes:
+    The generic computes just the window instead, straight into the destination, and the copy (a memcpy
+    the size of the tile, a third of a vector add's time) goes:
 
-        scf.if %n == 128 { linalg.generic ... outs(full view of %dest) } else { the two ops as they were }
+        linalg.generic ins(subview %a[0][%n], subview %b[0][%n]) outs(%dest)
 
-    Only elementwise generics qualify (all loops parallel, the output's map the identity), so each
-    element is computed from inputs at its own index before it is written."""
+    Only elementwise generics qualify (all loops parallel, every map a projection of the loops), so each
+    element is computed from inputs at its own index before it is written; and only when nothing reads
+    the buffer afterwards."""
     from mlir import ir
     copies = []
 
@@ -244,25 +245,25 @@ def _full_tiles_stored_in_place(module) -> None:
     for copy in copies:
         match = _tile_written_then_copied(copy)
         if match is not None:
-            _store_full_tiles_directly(copy, *match)
+            _compute_window_into_destination(copy, *match)
 
 
 def _tile_written_then_copied(copy):
-    """(generic, output index, window sizes, tile shape) when `copy` copies a window at 0 of a local
-    buffer that an elementwise linalg.generic right before it wrote; else None."""
+    """(generic, output index, window sizes) when `copy` copies a window at 0 of a local buffer that an
+    elementwise linalg.generic right before it wrote and nothing reads afterwards; else None."""
     from mlir import ir
     window = _defining_op(copy.operands[0])
     if window is None or window.name != "memref.subview":
         return None
     buffer = window.operands[0]
-    if getattr(_defining_op(buffer), "name", None) not in ("memref.alloc", "memref.alloca"):
+    allocation = _defining_op(buffer)
+    if getattr(allocation, "name", None) not in ("memref.alloc", "memref.alloca"):
+        return None
+    if ir.MemRefType(buffer.type).element_type != ir.MemRefType(copy.operands[1].type).element_type:
         return None
     if any(v != 0 for v in ir.DenseI64ArrayAttr(window.attributes["static_offsets"])) or \
             any(v != 1 for v in ir.DenseI64ArrayAttr(window.attributes["static_strides"])):
         return None
-    if ir.MemRefType(buffer.type).element_type != ir.MemRefType(copy.operands[1].type).element_type:
-        return None
-    shape = list(ir.MemRefType(buffer.type).shape)
     static_sizes = list(ir.DenseI64ArrayAttr(window.attributes["static_sizes"]))
     dynamic = iter(window.operands[1:])
     sizes = [next(dynamic) if n == ir.ShapedType.get_dynamic_size() else n for n in static_sizes]
@@ -273,25 +274,36 @@ def _tile_written_then_copied(copy):
             return None
         if writer != window and any(operand == buffer for operand in writer.operands):
             break
-    if writer.name != "linalg.generic":
-        return None
+    if writer.name != "linalg.generic" or writer.block != allocation.block:
+        return None     # (a buffer defined outside a loop may be read again in the next iteration)
     generic = writer.opview
     if "reduction" in str(generic.attributes["iterator_types"]):
         return None
     outputs = list(generic.outputs)
-    if buffer not in outputs or any(o == buffer for o in generic.inputs):
+    if buffer not in outputs:
         return None
     index = outputs.index(buffer)
     body = generic.regions[0].blocks[0]
     if list(body.arguments[len(generic.inputs) + index].uses):
         return None
-    out_map = ir.ArrayAttr(generic.attributes["indexing_maps"])[len(generic.inputs) + index]
-    if not ir.AffineMapAttr(out_map).value.is_permutation or \
-            str(out_map) != str(ir.AffineMapAttr.get(ir.AffineMap.get_identity(len(shape)))):
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(generic.attributes["indexing_maps"])]
+    if not all(m.is_projected_permutation for m in maps) or \
+            str(maps[len(generic.inputs) + index]) != str(ir.AffineMap.get_identity(len(sizes))):
         return None
-    if any(user.owner.operation != copy for user in window.results[0].uses):
+    for use in buffer.uses:
+        user = _ancestor_in_block(use.owner.operation, writer.block)
+        if user is None or not (user == writer or user == window or user.is_before_in_block(writer)):
+            return None
+    if any(use.owner.operation != copy for use in window.results[0].uses):
         return None
-    return generic, index, sizes, shape
+    return generic, index, sizes
+
+
+def _ancestor_in_block(op, block):
+    while op is not None and op.block != block:
+        parent = op.parent
+        op = parent.operation if parent is not None and parent.name != "builtin.module" else None
+    return op
 
 
 def _defining_op(value):
@@ -309,49 +321,38 @@ def _previous_op(op):
     return None
 
 
-def _store_full_tiles_directly(copy, generic, index, sizes, shape) -> None:
+def _compute_window_into_destination(copy, generic, index, sizes) -> None:
     from mlir import ir
-    from mlir.dialects import arith, memref, scf
-    index_type = ir.IndexType.get()
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(generic.attributes["indexing_maps"])]
+    operands = list(generic.inputs) + list(generic.outputs)
+    output = len(generic.inputs) + index
     with ir.InsertionPoint(copy), copy.location:
-        full = None
-        for size, n in zip(sizes, shape):
-            if isinstance(size, int):
-                if size != n:
-                    return
-                continue
-            same = arith.CmpIOp(arith.CmpIPredicate.eq, size, arith.ConstantOp(index_type, n).result).result
-            full = same if full is None else arith.AndIOp(full, same).result
-        if full is None:
-            return
-        branch = scf.IfOp(full, [], has_else=True)
-    with ir.InsertionPoint(branch.then_block), copy.location:
-        view = _full_view(copy.operands[1], shape)
-        direct = generic.operation.clone(ip=ir.InsertionPoint(branch.then_block))
-        direct.operands[len(generic.inputs) + index] = view
-        scf.YieldOp([])
-    with ir.InsertionPoint(branch.else_block):
-        scf.YieldOp([])
-    yield_op = branch.else_block.operations[0]
-    generic.operation.move_before(yield_op)
-    copy.move_before(yield_op)
+        windows = []
+        for i, (operand, affine_map) in enumerate(zip(operands, maps)):
+            if i == output:
+                windows.append(copy.operands[1])
+            elif isinstance(operand.type, ir.MemRefType) and len(affine_map.results):
+                dims = [ir.AffineDimExpr(r).position for r in affine_map.results]
+                windows.append(_window(operand, [sizes[d] for d in dims]))
+            else:
+                windows.append(operand)
+        windowed = generic.operation.clone(ip=ir.InsertionPoint(copy))
+        for i, value in enumerate(windows):
+            windowed.operands[i] = value
+    generic.operation.erase()
+    copy.erase()
 
 
-def _full_view(dest, shape):
-    """`dest` (a strided window of a kernel argument) with static sizes `shape`."""
+def _window(buffer, sizes):
+    """subview buffer[0, ...][sizes] with unit steps."""
     from mlir import ir
     from mlir.dialects import memref
-    dest_type = ir.MemRefType(dest.type)
-    strides, offset = dest_type.get_strides_and_offset()
-    rank = len(shape)
-    meta = memref.ExtractStridedMetadataOp(dest)
-    results = list(meta.results)
-    base, dyn_offset, dyn_strides = results[0], results[1], results[2 + rank:]
-    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
-    layout = ir.StridedLayoutAttr.get(offset, strides)
-    ty = ir.MemRefType.get(shape, dest_type.element_type, layout=layout)
-    return memref.ReinterpretCastOp(
-        ty, base, [dyn_offset] if offset == dynamic else [], [],
-        [v for v, s in zip(dyn_strides, strides) if s == dynamic],
-        ir.DenseI64ArrayAttr.get([offset]), ir.DenseI64ArrayAttr.get(shape),
-        ir.DenseI64ArrayAttr.get(strides)).result
+    ty = ir.MemRefType(buffer.type)
+    strides, offset = ty.get_strides_and_offset()
+    dynamic_size = ir.ShapedType.get_dynamic_size()
+    static = [n if isinstance(n, int) else dynamic_size for n in sizes]
+    result = ir.MemRefType.get(static, ty.element_type, layout=ir.StridedLayoutAttr.get(offset, strides))
+    return memref.SubViewOp(
+        result, buffer, [], [n for n in sizes if not isinstance(n, int)], [],
+        ir.DenseI64ArrayAttr.get([0] * len(sizes)), ir.DenseI64ArrayAttr.get(static),
+        ir.DenseI64ArrayAttr.get([1] * len(sizes))).result

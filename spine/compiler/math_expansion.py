@@ -6,8 +6,9 @@ own polynomial approximations are not exposed as a pass in the Python bindings w
 rewrites. Runs after loops were formed, on scalar ops (f16/bf16 arrive widened to f32); sinh, cosh, asinh
 and friends reach it through math-expand-ops. f64 math is left to the C library.
 
-    exp     f32: Cody-Waite range reduction, a degree-6 minimax polynomial (Cephes expf coefficients, about
-            1 ulp), scaling by 2^k in two steps so that results down to the subnormal range stay exact
+    exp     f32: Cody-Waite range reduction (k rounded by a magic-number addition, no conversions), a
+            degree-6 minimax polynomial (Cephes expf coefficients, about 1 ulp), scaling by 2^k in two
+            steps so that results down to the subnormal range stay exact
     erf     f32: x + x P(x^2) below 1 (fused, one rounding), 1 - exp(Q(|x| - 2.3)) up to 3.95 with Q a fit
             of log(erfc) (least squares, refined to near-minimax), 1 beyond: about 1.2 ulp
     log, log2, tanh, sin, cos, powf
@@ -31,6 +32,8 @@ LN2_LO = -2.12194440e-4
 POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
 MAX_INPUT = 88.72283935546875   # log(FLT_MAX)
 MIN_INPUT = -104.0              # below this exp underflows to 0 even as a subnormal
+ROUNDING_MAGIC = 12582912.0     # 1.5 * 2^23
+ROUNDING_MAGIC_BITS = 0x4B400000
 
 # erf(x) = x + x * ERF_SMALL(x^2) on |x| < 1; erf(x) = 1 - exp(ERF_LARGE(|x| - ERF_CENTER)) on [1, 3.95]
 ERF_SMALL = (0.12837916326041868, -0.3761262019154313, 0.1128354820344326, -0.026852780581433783,
@@ -123,23 +126,23 @@ def _is_nan(x): return _cmp("UNO", x, x)
 # ----------------------------------------------------------------------------------------- f32 exp
 
 def expand_exp(x: ir.Value) -> ir.Value:
-    clamped = arith.MinimumFOp(arith.MaximumFOp(x, _f(MIN_INPUT)).result, _f(MAX_INPUT)).result
-    k = math.FloorOp(arith.AddFOp(arith.MulFOp(clamped, _f(LOG2E)).result, _f(0.5)).result).result
-    r = arith.SubFOp(clamped, arith.MulFOp(k, _f(LN2_HI)).result).result
-    r = arith.SubFOp(r, arith.MulFOp(k, _f(LN2_LO)).result).result
-    p = _f(POLY[0])
-    for c in POLY[1:]:
-        p = math.FmaOp(p, r, _f(c)).result
-    r2 = arith.MulFOp(r, r).result
-    y = arith.AddFOp(math.FmaOp(p, r2, r).result, _f(1.0)).result
-    ki = arith.FPToSIOp(ir.IntegerType.get_signless(32), k).result
+    # maxnum/minnum clamp (one instruction each: a NaN becomes a number here and is put back at the end)
+    clamped = arith.MinNumFOp(arith.MaxNumFOp(x, _f(MIN_INPUT)).result, _f(MAX_INPUT)).result
+    # k = round(x log2 e) by adding 1.5 * 2^23, which leaves k in the low bits (|k| < 2^22): no float to
+    # integer conversions (each a rounding-mode switch on RISC-V)
+    shifted = _fma(clamped, _f(LOG2E), _f(ROUNDING_MAGIC))
+    k = _sub(shifted, _f(ROUNDING_MAGIC))
+    ki = arith.SubIOp(arith.BitcastOp(ir.IntegerType.get_signless(32), shifted).result,
+                      _i(ROUNDING_MAGIC_BITS)).result
+    r = _fma(k, _f(-LN2_HI), clamped)
+    r = _fma(k, _f(-LN2_LO), r)
+    p = _horner(r, POLY[::-1])
+    y = _add(_fma(p, _mul(r, r), r), _f(1.0))
     k1 = arith.ShRSIOp(ki, _i(1)).result
     k2 = arith.SubIOp(ki, k1).result
-    result = arith.MulFOp(arith.MulFOp(y, _pow2(k1)).result, _pow2(k2)).result
-    overflow = arith.CmpFOp(arith.CmpFPredicate.OGT, x, _f(MAX_INPUT)).result
-    result = arith.SelectOp(overflow, _f(float("inf")), result).result
-    is_nan = arith.CmpFOp(arith.CmpFPredicate.UNO, x, x).result
-    return arith.SelectOp(is_nan, x, result).result
+    result = _mul(_mul(y, _pow2(k1)), _pow2(k2))
+    result = _sel(_cmp("OGT", x, _f(MAX_INPUT)), _f(float("inf")), result)
+    return _sel(_is_nan(x), x, result)
 
 
 # ----------------------------------------------------------------------------------------- f32 erf

@@ -183,7 +183,13 @@ def _fill_unless_full(window: Window, shape, fill: ir.Value, buffer: ir.Value) -
     """Masked-off lanes get `fill`; most program instances see no masked-off lane, so test first."""
     branch = scf.IfOp(_is_partial(window, shape))
     with ir.InsertionPoint(branch.then_block):
-        linalg.fill(fill, outs=[buffer])
+        if len(shape) == 1 and window.starts[0] == 0 and not isinstance(window.sizes[0], int):
+            # a prefix window: only the lanes after it are masked off
+            size = im.as_value(window.sizes[0])
+            rest = arith.SubIOp(im.const(shape[0]), size).result
+            linalg.fill(fill, outs=[b.memref_window(buffer, [size], [rest])])
+        else:
+            linalg.fill(fill, outs=[buffer])
         scf.YieldOp([])
 
 
