@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import shutil
+import subprocess
 import sys
 import sysconfig
 
@@ -52,11 +54,34 @@ def guest_kernel_server() -> str:
 @functools.lru_cache(maxsize=None)
 def launch_extension() -> str:
     """The host launch fast path (cpp/launch.cpp), a Python extension module for this interpreter, built
-    with zig's clang++ against pybind11's headers."""
+    against pybind11's headers with the machine's C++ compiler, as pip builds extensions, or else zig's
+    clang++ (which first compiles its own C++ library: minutes on two cores, against seconds)."""
     import pybind11
     flags = ("-shared", "-fPIC", "-O2", "-std=c++17", "-fvisibility=hidden")
     includes = (f"-I{sysconfig.get_paths()['include']}", f"-I{pybind11.get_include()}")
-    # Keyed by the interpreter and pybind11 versions, not by where they are installed: every checkout's
-    # virtual environment shares one build.
-    key = flags + (f"{sys.implementation.cache_tag}-{sys.version}", f"pybind11-{pybind11.__version__}")
-    return _build("spine-launch", ("launch.cpp",), key, ".so", compile_flags=flags + includes)
+    compiler = _system_cxx()
+    # Keyed by the interpreter, pybind11 and compiler versions, not by where they are installed: every
+    # checkout's virtual environment shares one build.
+    key = flags + (f"{sys.implementation.cache_tag}-{sys.version}", f"pybind11-{pybind11.__version__}",
+                   compiler[1] if compiler else "zig")
+    if compiler is None:
+        return _build("spine-launch", ("launch.cpp",), key, ".so", compile_flags=flags + includes)
+
+    def build(path: str) -> None:
+        proc = subprocess.run([compiler[0], *flags, *includes, os.path.join(CPP_DIR, "launch.cpp"), "-o", path],
+                              capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"building the launch extension with {compiler[0]} failed:\n{proc.stderr}")
+    return cached_build(f"spine-launch-{_sources_hash(('launch.cpp',), ' '.join(key))}.so", build)
+
+
+def _system_cxx() -> tuple[str, str] | None:
+    """(path, first line of --version) of the C++ compiler Python was built with, or c++/g++ on the PATH."""
+    configured = (sysconfig.get_config_var("CXX") or "").split()
+    for name in configured[:1] + ["c++", "g++"]:
+        path = shutil.which(name)
+        if path:
+            proc = subprocess.run([path, "--version"], capture_output=True, text=True)
+            if proc.returncode == 0:
+                return path, proc.stdout.splitlines()[0] if proc.stdout else name
+    return None
