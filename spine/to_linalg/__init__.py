@@ -16,7 +16,7 @@ Where each TTIR op is handled:
     cf.br, cf.cond_br (early returns), scf.execute_region        branches.py (then lifted into scf)
     tt.extern_elementwise (libdevice)                            extern.py (expansions: directed_rounding.py,
                                                                  special_functions.py, bit_ops.py)
-    tt.print, tt.assert                                          debug_ops.py
+    tt.print, tt.assert, llvm.intr.assume (a hint: nothing)      debug_ops.py
     proton.record (profiler scopes in kernels)                   proton_record.py
     arith.*, math.*                                              arith.py (selects between pointers:
                                                                  pointer_select.py)

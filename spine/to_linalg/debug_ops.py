@@ -2,7 +2,8 @@
 into the runtime's device_io.c, which prints whole lines under a lock and records the first failed
 assertion for the launcher to raise. gpu.barrier (tl.debug_barrier) emits nothing: a program runs on one
 thread, whose program order already orders its own loads and stores; ordering between programs is the
-atomics' business."""
+atomics' business. llvm.intr.assume (tl.assume, which Inductor's Triton templates emit) emits nothing
+either: it is a hint, and a kernel computes the same without it."""
 from __future__ import annotations
 
 from mlir import ir
@@ -20,6 +21,11 @@ I64 = lambda: ir.IntegerType.get_signless(64)  # noqa: E731
 
 @handles("gpu.barrier")
 def convert_barrier(conv, op):
+    pass
+
+
+@handles("llvm.intr.assume")
+def convert_assume(conv, op):
     pass
 
 
