@@ -76,7 +76,7 @@ def _batch_strides(t):
 
 
 def _block_sizes(m, n, k):
-    return 32, 64, 64
+    return 32, 32, 32
 
 
 def matmul(a, b, bias=None):
