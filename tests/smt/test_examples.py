@@ -65,11 +65,14 @@ def test_smt_matmul(target, dtype, micro):
                                else 1e-4, rtol=1e-2 if dtype == torch.float16 else 1e-4)
 
 
-def test_smt_matmul_silu(target):
-    """The SiLU example's own check (atol 1e-2 against fp16 torch), at a K whose products stay below 16."""
-    a = torch.randn(64, 32, dtype=torch.float16)
-    b = torch.randn(32, 64, dtype=torch.float16)
-    c = launch(smt_matmul_silu_kernel, a, b, (32, 32), (16, 8, 32))
+@pytest.mark.parametrize("m,n", [(64, 64), (50, 70)])
+@pytest.mark.parametrize("dtype,micro", [(torch.float16, (16, 8, 32)), (torch.float32, (8, 8, 16))])
+def test_smt_matmul_silu(target, m, n, dtype, micro):
+    """The SiLU example's own check (atol 1e-2 against torch in the inputs' type), at a K whose products
+    stay below 16; ragged M and N too."""
+    a = torch.randn(m, 32, dtype=dtype)
+    b = torch.randn(32, n, dtype=dtype)
+    c = launch(smt_matmul_silu_kernel, a, b, (32, 32), micro)
     torch.testing.assert_close(c, torch.nn.functional.silu(torch.mm(a, b)), atol=1e-2, rtol=0)
 
 
@@ -109,9 +112,10 @@ def packed_reference(x, p0, p1):
     return padded.view(padded.shape[0] // p0, p0, padded.shape[1] // p1, p1).permute(0, 2, 1, 3).contiguous()
 
 
-def test_pack_rows(target):
-    x = torch.randn(70, 40, dtype=torch.float16)
-    out = torch.full((triton.cdiv(70, 16), triton.cdiv(40, 8), 16, 8), 9.0, dtype=torch.float16)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_pack_rows(target, dtype):
+    x = torch.randn(70, 40, dtype=dtype)
+    out = torch.full((triton.cdiv(70, 16), triton.cdiv(40, 8), 16, 8), 9.0, dtype=dtype)
     pack_rows_kernel[(triton.cdiv(70, 32),)](x, out, 70, 40, *x.stride(), *out.stride(), BR=32, BC=64, P0=16, P1=8)
     assert torch.equal(out, packed_reference(x, 16, 8))
 
