@@ -6,8 +6,10 @@ host against torch.mm on the same threads, and its riscv64 code counted under QE
 Host: fp32 and fp16 inputs at 512^3 and 1024^3, on one thread (process CPU time) and on every core (wall
 time); Spine's smt kernel, torch.mm and (for context) Spine's tl.dot matmul (tests/ops/test_dot.py) run in
 turn, one call each per round, many rounds in one process; the table gives the best and the median time of
-each and torch's time divided by Spine's (above 1: Spine is faster). On a shared machine the best times are
-the meaningful ones, and the one-thread CPU times the steadiest.
+each and torch's time divided by Spine's (above 1: Spine is faster), and GFLOP/s against the host's fp32
+FMA roof (bench/matmul_fma_roof.c, measured at the start: one core's, times the threads). Blocks are
+square, the largest of 512, 256 and 128 that makes four programs and two per thread (block_for). On a shared
+machine the best times are the meaningful ones, and the one-thread CPU times the steadiest.
 
 riscv64: one launch under QEMU at VLEN 128, 256 and 512 (the same vector-length-agnostic binary), every
 executed guest instruction counted (bench/icount.py) and classified by disassembling the kernel
@@ -56,6 +58,30 @@ def smt_matmul(a, b, c, block: int):
         SUB_BLK_M=block, SUB_BLK_N=32, SUB_BLK_K=block_k, MICRO_M=mm, MICRO_K=mk, MICRO_N=mn)
 
 
+def block_for(n: int, threads: int) -> int:
+    """The largest square block (512, 256 or 128) that still makes four programs and two per thread:
+    larger blocks pack each block of A and B for more products, but a block of 512 of fp32 has B panels and
+    C panels of 1 MiB each (L2 is 2 MiB a core here)."""
+    for block in (512, 256):
+        if triton.cdiv(n, block) ** 2 >= max(4, 2 * threads):
+            return block
+    return 128
+
+
+def fma_roof() -> float:
+    """The host's fp32 FMA roof on one thread in GFLOP/s (bench/matmul_fma_roof.c), or 0 where no C
+    compiler or no AVX2 is at hand."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "matmul_fma_roof.c")
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None:
+        return 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        binary = os.path.join(tmp, "roof")
+        if subprocess.run([compiler, "-O2", "-march=native", "-o", binary, source], capture_output=True).returncode:
+            return 0.0
+        return float(subprocess.run([binary], capture_output=True, text=True, check=True).stdout)
+
+
 def tl_dot_matmul(a, b, c):
     (m, k), n = a.shape, b.shape[1]
     return matmul_kernel[(triton.cdiv(m, 64), triton.cdiv(n, 64))](
@@ -81,33 +107,38 @@ def rounds(functions: dict, count: int, clock) -> dict:
 def host(quick: bool) -> None:
     """One thread (process CPU time: what a loaded machine disturbs least) and all cores (wall time)."""
     triton.runtime.driver.set_active(CPUDriver(target="host"))
-    print(f"host: {os.cpu_count()} cores; Spine and torch on the same threads; best / median of the rounds\n")
-    print("| threads | inputs | size | smt.dot (Spine) | torch.mm | torch / smt (best, median) | smt GFLOP/s | "
-          "tl.dot (Spine) | torch / tl.dot (best) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    roof = fma_roof()
+    print(f"host: {os.cpu_count()} cores; fp32 FMA roof {roof:.0f} GFLOP/s per core (bench/matmul_fma_roof.c); "
+          "Spine and torch on the same threads; best / median of the rounds\n")
+    print("| threads | inputs | size | block | smt.dot (Spine) | torch.mm | torch / smt (best, median) | "
+          "smt GFLOP/s (% of roof) | torch GFLOP/s | tl.dot (Spine) | torch / tl.dot (best) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for threads, clock in ((1, time.process_time), (os.cpu_count(), time.perf_counter)):
         os.environ["SPINE_NUM_THREADS"] = str(threads)
         torch.set_num_threads(threads)
         for dtype in (torch.float32, torch.float16):
             for n in ((256,) if quick else (512, 1024)):
-                print(host_row(threads, dtype, n, clock, quick))
+                print(host_row(threads, dtype, n, clock, quick, roof * threads))
 
 
-def host_row(threads: int, dtype, n: int, clock, quick: bool) -> str:
+def host_row(threads: int, dtype, n: int, clock, quick: bool, roof: float) -> str:
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
     c, d = torch.empty(n, n, dtype=dtype), torch.empty(n, n, dtype=dtype)
-    functions = {"smt": lambda: smt_matmul(a, b, c, 256), "torch": lambda: torch.mm(a, b)}
+    block = block_for(n, threads)
+    functions = {"smt": lambda: smt_matmul(a, b, c, block), "torch": lambda: torch.mm(a, b)}
     if dtype == torch.float32:
         functions["tl.dot"] = lambda: tl_dot_matmul(a, b, d)
     samples = rounds(functions, 10 if quick else max(20, int(4e10 / n ** 3)), clock)
     check(c, a, b)
     best = {name: min(s) for name, s in samples.items()}
     median = {name: statistics.median(s) for name, s in samples.items()}
+    gflops = {name: 2 * n ** 3 / t / 1e9 for name, t in best.items()}
+    share = f" ({gflops['smt'] / roof:.0%})" if roof else ""
     dot = f"{best['tl.dot'] * 1e3:.2f} ms | {best['torch'] / best['tl.dot']:.2f}" if "tl.dot" in best else "— | —"
-    return (f"| {threads} | {str(dtype).replace('torch.', '')} | {n}^3 | {best['smt'] * 1e3:.2f} / "
+    return (f"| {threads} | {str(dtype).replace('torch.', '')} | {n}^3 | {block} | {best['smt'] * 1e3:.2f} / "
             f"{median['smt'] * 1e3:.2f} ms | {best['torch'] * 1e3:.2f} / {median['torch'] * 1e3:.2f} ms | "
             f"{best['torch'] / best['smt']:.2f}, {median['torch'] / median['smt']:.2f} | "
-            f"{2 * n ** 3 / best['smt'] / 1e9:.0f} | {dot} |")
+            f"{gflops['smt']:.0f}{share} | {gflops['torch']:.0f} | {dot} |")
 
 
 def check(c, a, b) -> None:
