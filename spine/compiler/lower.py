@@ -280,7 +280,7 @@ def _tile_written_then_copied(copy):
     if "reduction" in str(generic.attributes["iterator_types"]):
         return None
     outputs = list(generic.outputs)
-    if buffer not in outputs:
+    if outputs != [buffer]:     # another output would be computed over the window only
         return None
     index = outputs.index(buffer)
     body = generic.regions[0].blocks[0]
