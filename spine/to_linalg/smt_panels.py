@@ -228,38 +228,57 @@ def pack_b(b_op: Operand, b, bp, nr: ir.Value, panels_n: ir.Value, k0, steps: in
     """Bp[base + (jp * KC + t) * NR + c] = B[k0 + t, jp * NR + c] for t < steps, zero past N: row by row of B
     (each row read once, in order; panel by panel would read every row again for each panel). A panel row
     that is whole and contiguous in B is one vector load and store of `group` (NR lanes); others are copied
-    in runs."""
+    in runs. The whole panels come first, in a loop of their own; the last, partial one after them."""
     n = b_op.cols
     acc = ir.VectorType(group).element_type
     chunk = column_chunk([b_op], nr)
     whole_rows = arith.CmpIOp(arith.CmpIPredicate.eq, chunk, nr).result if b_op.packed else None
+    full = arith.DivUIOp(im.const(n), nr).result
+
+    def panel_row(t, jp, valid, whole: bool):
+        col0 = arith.MulIOp(jp, nr).result
+        dst = add(base, mul(add(mul(jp, kc), t), nr))
+        run = run_of(b, b_op.at(add(k0, t), col0), nr)
+        conditions = [c for c in (whole_rows, run.unit) if c is not None]
+        fast = conditions[0] if conditions else None
+        for c in conditions[1:]:
+            fast = arith.AndIOp(fast, c).result
+
+        def vector_copy():
+            source = run.view if run.view is not None else b
+            at = [im.const(0)] if run.view is not None else run.at
+            elements = ir.VectorType.get(ir.VectorType(group).shape, ir.MemRefType(b.type).element_type,
+                                         scalable=ir.VectorType(group).scalable_dims)
+            vector.StoreOp(convert(vector.LoadOp(elements, source, at).result, acc), bp, [dst])
+
+        def run_copy():
+            def piece(c0, _):
+                count = arith.MinUIOp(arith.SubIOp(valid, c0).result, chunk).result
+                copy_run(b, b_op.at(add(k0, t), add(col0, c0)), bp, add(dst, c0), count, acc)
+            loop(0, valid, chunk, piece)
+            fill(bp, add(dst, valid), 1, arith.SubIOp(nr, valid).result, zero(acc))
+        if not whole:
+            run_copy()
+            return
+        if fast is None:
+            vector_copy()
+            return
+        branch = scf.IfOp(fast, has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            vector_copy()
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):
+            run_copy()
+            scf.YieldOp([])
 
     def row(t, _):
-        def panel(jp, _):
-            col0 = arith.MulIOp(jp, nr).result
-            valid = arith.MinUIOp(arith.SubIOp(im.const(n), col0).result, nr).result
-            whole = arith.CmpIOp(arith.CmpIPredicate.eq, valid, nr).result
-            if whole_rows is not None:
-                whole = arith.AndIOp(whole, whole_rows).result
-            dst = add(base, mul(add(mul(jp, kc), t), nr))
-            run = run_of(b, b_op.at(add(k0, t), col0), nr)
-            fast = whole if run.unit is None else arith.AndIOp(whole, run.unit).result
-            branch = scf.IfOp(fast, has_else=True)
-            with ir.InsertionPoint(branch.then_block):
-                source = run.view if run.view is not None else b
-                at = [im.const(0)] if run.view is not None else run.at
-                elements = ir.VectorType.get(ir.VectorType(group).shape, ir.MemRefType(b.type).element_type,
-                                             scalable=ir.VectorType(group).scalable_dims)
-                vector.StoreOp(convert(vector.LoadOp(elements, source, at).result, acc), bp, [dst])
-                scf.YieldOp([])
-            with ir.InsertionPoint(branch.else_block):
-                def piece(c0, _):
-                    count = arith.MinUIOp(arith.SubIOp(valid, c0).result, chunk).result
-                    copy_run(b, b_op.at(add(k0, t), add(col0, c0)), bp, add(dst, c0), count, acc)
-                loop(0, valid, chunk, piece)
-                fill(bp, add(dst, valid), 1, arith.SubIOp(nr, valid).result, zero(acc))
-                scf.YieldOp([])
-        loop(0, panels_n, 1, panel)
+        loop(0, full, 1, lambda jp, _: panel_row(t, jp, nr, True))
+        last = arith.CmpIOp(arith.CmpIPredicate.ult, full, panels_n).result
+        branch = scf.IfOp(last)
+        with ir.InsertionPoint(branch.then_block):
+            valid = arith.SubIOp(im.const(n), arith.MulIOp(full, nr).result).result
+            panel_row(t, full, valid, False)
+            scf.YieldOp([])
     loop(0, steps, 1, row)
 
 
