@@ -42,7 +42,7 @@ from tests.smt.test_smt_mm import mm_kernel  # noqa: E402
 
 MICRO = {torch.float32: (8, 8, 16), torch.float16: (16, 8, 32)}     # spine-triton's legal micro tiles
 VLENS = (128, 256, 512)
-QEMU_CPU = "rv64,v=true,vlen={},elen=64,vext_spec=v1.0,Zfh=true,zba=true,zbb=true,zbs=true"
+QEMU_CPU = "rv64,v=true,vlen={},elen=64,vext_spec=v1.0,zfh=true,zvfh=true,zba=true,zbb=true,zbs=true"
 VECTOR_FMA = re.compile(r"^v(f)?(w)?(n)?(macc|madd|msac|msub)\.")
 
 

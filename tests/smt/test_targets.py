@@ -9,7 +9,7 @@ from spine.driver import CPUDriver
 from tests.cpu_features import host_runs
 from tests.smt.test_smt_mm import check, smt_mm
 
-QEMU_VLEN = "rv64,v=true,vlen={},elen=64,vext_spec=v1.0,Zfh=true,zba=true,zbb=true,zbs=true"
+QEMU_VLEN = "rv64,v=true,vlen={},elen=64,vext_spec=v1.0,zfh=true,zvfh=true,zba=true,zbb=true,zbs=true"
 RISCV_NO_V = "+64bit,+m,+a,+f,+d,+c"
 
 
