@@ -27,6 +27,10 @@ class Switch:
         value = os.environ.get(self.name)
         return value if value not in (None, "") else None
 
+    def export(self, value: str) -> None:
+        """Sets the variable for this process and the processes it starts (e.g. Inductor's compile workers)."""
+        os.environ[self.name] = value
+
     def get(self):
         raw = self.raw()
         if raw is None:

@@ -6,8 +6,9 @@ as a Spine kernel.
     spine.inductor.enable()                 # cpu_backend = "triton", Spine's driver, the decompositions
     compiled = torch.compile(model, dynamic=True)
 """
-import os
 from pathlib import Path
+
+from .. import switches
 
 
 def _cache_key_pass():
@@ -37,7 +38,7 @@ def enable(target=None):
 
     if target is not None:
         # Inductor's compile workers are separate processes: they read the target from the environment
-        os.environ["SPINE_TARGET"] = target
+        switches.TARGET.export(target)
     triton.runtime.driver.set_active(CPUDriver(target=target))
     inductor_config.cpu_backend = "triton"
     if inductor_config.post_grad_custom_post_pass is None:
