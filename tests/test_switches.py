@@ -27,6 +27,18 @@ def test_switches_are_read_only_through_the_list():
     assert offenders == []
 
 
+def test_native_code_reads_only_declared_switches():
+    """The launch fast path reads a few variables in C++ (no Python per launch); each must be declared."""
+    declared = {s.name for s in switches.ALL}
+    read = set()
+    for dirpath, _, filenames in os.walk(os.path.join(ROOT, "cpp")):
+        for name in filenames:
+            with open(os.path.join(dirpath, name), errors="replace") as f:
+                read |= set(re.findall(r"getenv\(\s*\"((?:SPINE_|PROTON_)\w+)\"", f.read()))
+    assert read, "the C++ launcher reads SPINE_NUM_THREADS and PROTON_KERNEL_CAPTURE; the pattern is stale"
+    assert read - declared == set()
+
+
 def test_compile_key_follows_the_environment(monkeypatch):
     before = switches.compile_key_values()
     monkeypatch.setenv("SPINE_HOST_CPU", "znver4")

@@ -1,6 +1,6 @@
 """Profiling sessions: who is listening to kernel launches, and the host scopes open around them.
 
-A Session collects Launch records (from the executors, driver/executor.py and driver/qemu.py) and
+A Session collects Launch records (from the executors, driver/native.py and driver/qemu.py) and
 HostSpans (proton.scope around launches). Three kinds listen:
   - sessions started through the APIs (`profiler.start()`, `proton.start(backend="cpu")`),
   - the process-wide capture session while PROTON_KERNEL_CAPTURE=1 (capture.py),
