@@ -91,7 +91,7 @@ def traced_launch(launch, qemu_cpu: str | None = None) -> Trace:
         os.mkfifo(fifo)
         reader = _TraceReader(fifo)
         reader.start()
-        # Under QEMU, whatever the session's target: counting needs QEMU's log, not a board.
+        # Under QEMU, whatever SPINE_TARGET says: counting needs QEMU's log, not a board.
         values = {switches.QEMU_TRACE: fifo, switches.NUM_THREADS: 1, switches.REMOTE: None}
         if qemu_cpu:
             values[switches.QEMU_CPU] = qemu_cpu
