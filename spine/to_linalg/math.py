@@ -22,24 +22,11 @@ from mlir.dialects import math as math_d
 
 from . import states as st
 from .converter import DIALECT_HANDLERS, handles
+from .elementwise import const as _const
+from .elementwise import like as _like
 from .types import element_type
 
 LN2 = 0.6931471805599453
-
-
-def _like(value: ir.Value, elem: ir.Type) -> ir.Type:
-    """The type of `value` with element type `elem` (scalar stays scalar)."""
-    if isinstance(value.type, ir.RankedTensorType):
-        return ir.RankedTensorType.get(list(ir.RankedTensorType(value.type).shape), elem)
-    return elem
-
-
-def _const(like: ir.Type, value) -> ir.Value:
-    elem = element_type(like)
-    attr = ir.FloatAttr.get(elem, value) if isinstance(elem, ir.FloatType) else ir.IntegerAttr.get(elem, value)
-    if isinstance(like, ir.RankedTensorType):
-        attr = ir.DenseElementsAttr.get_splat(like, attr)
-    return arith.ConstantOp(like, attr).result
 
 
 def _is(ty: ir.Type, cls) -> bool:
