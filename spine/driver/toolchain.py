@@ -17,7 +17,7 @@ CPP_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 # Debian bookworm's riscv64 glibc; the guest runs against /usr/riscv64-linux-gnu (libc6-riscv64-cross).
 GUEST_ZIG_TARGET = "riscv64-linux-gnu.2.36"
 # Built into both the host runtime and the guest kernel server.
-SHARED_SOURCES = ("grid.c", "fault_guard.c", "device_io.c", "profile_buffers.c")
+SHARED_SOURCES = ("grid.c", "fault_guard.c", "device_io.c", "profile_buffers.c", "parallel_loops.c")
 
 
 def _sources_hash(names: tuple[str, ...], extra: str) -> str:
