@@ -12,6 +12,7 @@ from ..errors import SpineCompilationError, describe_location
 from ..targets import STACK_TILE_BYTES
 from .atomic_expansion import expand_compare_and_swap
 from .math_expansion import expand_math
+from . import parallel_loops
 
 BUFFERIZE = ",".join([
     # No cse before fusion: it would merge the per-use copies of materialised masks and index tensors
@@ -19,8 +20,10 @@ BUFFERIZE = ",".join([
     "canonicalize", "convert-elementwise-to-linalg", "linalg-fuse-elementwise-ops", "canonicalize", "cse",
     "one-shot-bufferize{allow-return-allocs-from-loops=true}",
     "canonicalize", "cse",
-    "func.func(buffer-loop-hoisting)",
 ])
+# After smt.parallel loops became scf.parallel (parallel_loops.py), which hoisting leaves alone: an
+# iteration's buffers must stay its own.
+HOIST = "func.func(buffer-loop-hoisting)"
 DEALLOCATE = "buffer-deallocation-pipeline"
 # Every expansion math-expand-ops has except fma's, which would split math.fma into a multiply and an add
 # rounded twice (LLVM emits fused multiply-adds, or the C library's fma, for it), and tanh's and powf's,
@@ -106,6 +109,8 @@ def lower(linalg_text: str, inline_copies: bool = False, line_tables: bool = Fal
                 if op.operation.name == "func.func" and not op.is_external:
                     op.attributes["passthrough"] = ir.Attribute.parse(f"[{', '.join(passthrough)}]")
         _run(module, BUFFERIZE)
+        parallel = parallel_loops.to_parallel(module)
+        _run(module, HOIST)
         _small_tiles_on_stack(module)
         _run(module, DEALLOCATE)
         expand_compare_and_swap(module)
@@ -115,10 +120,14 @@ def lower(linalg_text: str, inline_copies: bool = False, line_tables: bool = Fal
         expand_math(module)
         if "bf16" in linalg_text:
             _run(module, BF16_TO_INTEGER_OPS)
-        _run(module, TO_LLVM)
+        if parallel:
+            _run(module, parallel_loops.TO_OPENMP)
+            parallel_loops.inline_alloca_scopes(module)
+        _run(module, parallel_loops.with_openmp(TO_LLVM) if parallel else TO_LLVM)
         if line_tables:
             _run(module, LINE_TABLES)
-        return with_bf16_truncation(to_llvm_ir(module))
+        llvm_ir = to_llvm_ir(module)
+        return with_bf16_truncation(parallel_loops.rename_runtime_calls(llvm_ir) if parallel else llvm_ir)
 
 
 # LLVM keeps a bf16 value that lives in a register across a loop (a phi, a select) as an f32 and narrows
