@@ -16,6 +16,7 @@ from mlir.dialects import linalg, scf
 
 from . import index_math as im
 from . import materialize
+from . import smt_threads  # noqa: F401  (registers the lowerings of the smt barrier calls)
 from . import states as st
 from .converter import RetryWithGather, handles
 from .types import is_bool, is_pointer
@@ -158,6 +159,10 @@ def _convert_body(conv, block: ir.Block):
     return terminator
 
 
+# The mark of an smt.parallel loop's scf.for (spine/language/smt/parallel_loop.py).
+PARALLEL_LOOP = "smt.parallel_arg0"
+
+
 @handles("scf.for")
 def convert_for(conv, op):
     conv.loop_counter += 1
@@ -165,6 +170,8 @@ def convert_for(conv, op):
     lower, upper, step = (conv.concrete(v) for v in list(op.operands)[:3])
     carries, init_values = _enter_loop(conv, list(op.operands)[3:], loop_id)
     loop = scf.ForOp(lower, upper, step, init_values)
+    if PARALLEL_LOOP in op.attributes:    # an smt.parallel loop (compiler/parallel_loops.py runs it)
+        loop.operation.attributes[PARALLEL_LOOP] = ir.UnitAttr.get()
     old_block = op.regions[0].blocks[0]
     conv.bind(old_block.arguments[0], loop.induction_variable)
     for carry, old, new in zip(carries, list(old_block.arguments)[1:], split_carried(carries, loop.inner_iter_args)):

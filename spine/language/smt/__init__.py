@@ -12,8 +12,8 @@ x86-64; compiler/microkernels.py says which where).
                                              (1, 1) unpacks to 2-D (tensor_views.py, buffers.py)
     dot(a, b, acc=None, out_dtype=None)      [M1, K1, m, k] x [K1, N1, k, n] -> [M1, N1, m, n], summed in
                                              fp32 (int32 for int8); `acc += dot(a, b)` is fused (matmul.py)
-    parallel(start, end, ...)                a loop whose iterations may run concurrently; they run in
-                                             order (sync.py says why)
+    parallel(start, end, ...)                a loop whose iterations run concurrently on threads of the
+                                             program when cores are idle (sync.py: team size, barriers)
     alloc(shape, type=None, scope="l2")      a row-major scratch buffer private to the program instance,
     alloc_copies(shape, dtype, scope, copies)   returned as a block pointer; `alloc_copies(...)[i]` is the
                                              i-th of several (buffers.py)
@@ -84,30 +84,32 @@ def alloc_copies(shape, dtype=None, scope="l2", copies=1, _semantic=None, _gener
 
 @builtin
 def mbarrier(flag=tl.constexpr(0), arrive_count=tl.constexpr(0), transaction_count=tl.constexpr(0),
-             expect_count=tl.constexpr(1), _semantic=None):
-    """A barrier between parallel iterations (an int64 handle)."""
-    return sync.mbarrier(flag, arrive_count, transaction_count, expect_count, _semantic)
+             expect_count=tl.constexpr(1), _semantic=None, _generator=None):
+    """A barrier between parallel iterations expecting `expect_count` arrivals (an int64 handle)."""
+    return sync.mbarrier(flag, arrive_count, transaction_count, expect_count, _semantic, _generator)
 
 
 @builtin
-def barrier_arrive(bar, _semantic=None):
-    sync.check_barrier(bar)
+def barrier_arrive(bar, _semantic=None, _generator=None):
+    """One arrival at `bar`."""
+    sync.barrier_arrive(bar, _generator)
 
 
 @builtin
-def barrier_wait(bar, flag=tl.constexpr(0), arrive_count=tl.constexpr(0), _semantic=None):
-    sync.check_barrier(bar)
+def barrier_wait(bar, flag=tl.constexpr(0), arrive_count=tl.constexpr(0), _semantic=None, _generator=None):
+    """Waits until `bar` has the arrivals it expects (sync.py: semantics)."""
+    sync.barrier_wait(bar, _generator)
 
 
 @builtin
-def barrier_set_expect(bar, expect_count=tl.constexpr(1), _semantic=None):
-    sync.check_barrier(bar)
+def barrier_set_expect(bar, expect_count=tl.constexpr(1), _semantic=None, _generator=None):
+    sync.barrier_set_expect(bar, expect_count, _semantic, _generator)
 
 
 @builtin
-def get_num_of_thread(_semantic=None):
-    """The number of threads one parallel loop's iterations run on (1: they run in order)."""
-    return sync.get_num_of_thread(_semantic)
+def get_num_of_thread(_semantic=None, _generator=None):
+    """The number of threads this program's parallel loops run on (sync.py says exactly)."""
+    return sync.get_num_of_thread(_generator)
 
 
 @builtin

@@ -1,47 +1,92 @@
 """`smt.parallel` and what synchronises its iterations: mbarriers, `get_num_of_thread`, `compile_hint`.
 
-Iterations of an `smt.parallel` loop run one after another, in order, on the program's own thread. That is
-a correct way to run them: a parallel loop's iterations may run concurrently, so none may depend on running
-at the same time as another. The grid already spreads programs over every core.
+An `smt.parallel(start, end[, step])` loop's iterations run concurrently on a team of threads of the
+program (spine-triton's sub-block model). Its TTIR is the loop `tl.range` gives, marked as parallel
+(parallel_loop.py); the lowering runs it through MLIR's OpenMP dialect on Spine's runtime
+(compiler/parallel_loops.py, cpp/parallel_loops.c). `bind_sub_block` is accepted and changes nothing.
 
-Why not threads: triton's frontend builds a `for` loop only from its own `range` class (it checks the
-class's identity, so no subclass can add a marker), hence `smt.parallel` *is* `tl.range` and its loop is
-indistinguishable from any other in TTIR. Consequently `parallel` takes `tl.range`'s arguments and not
-spine-triton's `bind_sub_block` (which spine-triton itself now defaults to False, a sequential loop).
+Team size. The grid already spreads programs over every core (the `SPINE_NUM_THREADS` limit, else all of
+them). When a launch has at least as many programs as cores, a program's parallel loops run in order on
+its own thread; with fewer, each loop runs on cores // programs threads (the program's own and idle
+helpers), at most one per iteration. A parallel loop inside another's iterations, and a loop that carries
+values from one iteration to the next (`acc += ...` over the loop), run in order. Iterations are split
+into one contiguous block per thread, each thread running its block in increasing order.
 
-With iterations in order, every `barrier_arrive` of an earlier iteration has happened when a later
-iteration reaches `barrier_wait`: waits never block, and barriers compile to nothing. (A wait for an
-arrival by a *later* iteration, which a concurrent schedule might satisfy, does not block either; code that
-needs it is not a valid parallel loop in any schedule that runs iterations in order.) `mbarrier` returns an
-int64 handle so that code storing or passing it keeps working.
+`get_num_of_thread()` is that team size for this program, a runtime value: cores // programs (at least
+1) outside a parallel loop, the size of the running team inside one. A loop with fewer iterations than
+that uses fewer threads.
+
+Barriers. `mbarrier(expect_count=n)` makes a barrier (an int64 handle; its state lives in the program's
+stack frame) that counts arrivals. `barrier_arrive(bar)` adds one; `barrier_wait(bar)` returns once the
+arrivals reach the barrier's expected count, which `barrier_set_expect(bar, n)` changes. A barrier
+completes once: later waits return at once. `mbarrier`'s `flag`, `arrive_count` and `transaction_count`
+and `barrier_wait`'s `flag` and `arrive_count` are accepted and ignored. Arrivals are release operations
+and waits acquire ones: what an iteration stored before arriving is visible after the wait.
+
+Since each thread runs its iterations in increasing order, a wait for arrivals made by earlier iterations
+(spine-triton's SPLIT_MN matmul: the first row of sub-blocks stages B and arrives, the others wait) always
+completes, on any team size. A wait whose arrivals can never come (every thread of the team is waiting
+or done, or the loop runs in order and the arrival belongs to a later iteration) does not hang: it is
+reported as an assertion failure, which the launch raises, and the wait returns.
 """
 from __future__ import annotations
 
 from triton.language import core as tl
 
+from . import threads
 from .checks import check
-
-parallel = tl.range
-NUM_THREADS = 1   # threads that run one parallel loop's iterations
+from .parallel_loop import install
 
 
-def _scalar(value: int, dtype, _semantic) -> tl.tensor:
-    return _semantic.scalar_constant(value, dtype)
+class parallel(tl.range):
+    """`for s in smt.parallel(start, end[, step])`: iterations that may run concurrently on several
+    threads of the program (see the module docstring)."""
+
+    def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
+                 bind_sub_block=False):
+        super().__init__(arg1, arg2, step, num_stages, loop_unroll_factor)
+        self.bind_sub_block = bind_sub_block
 
 
-def mbarrier(flag, arrive_count, transaction_count, expect_count, _semantic) -> tl.tensor:
-    for name, value in (("flag", flag), ("arrive_count", arrive_count), ("transaction_count", transaction_count),
-                        ("expect_count", expect_count)):
+install(parallel)
+
+
+def _int32(value, name: str, _semantic) -> tl.tensor:
+    value = tl._unwrap_if_constexpr(value)
+    check(isinstance(value, (int, tl.tensor)), f"{name} must be an integer")
+    return _semantic.cast(_semantic.to_tensor(value), tl.int32)
+
+
+def mbarrier(flag, arrive_count, transaction_count, expect_count, _semantic, _generator) -> tl.tensor:
+    for name, value in (("flag", flag), ("arrive_count", arrive_count), ("transaction_count", transaction_count)):
         check(isinstance(tl._unwrap_if_constexpr(value), (int, tl.tensor)), f"mbarrier {name} must be an integer")
-    return _scalar(0, tl.int64, _semantic)
+    expected = _int32(expect_count, "mbarrier expect_count", _semantic)
+    return _generator.call_JitFunction(threads.mbarrier, [expected], {})
 
 
 def check_barrier(bar) -> None:
-    check(isinstance(bar, tl.tensor), "expected a barrier made by smt.mbarrier")
+    check(isinstance(bar, tl.tensor) and bar.dtype == tl.int64 and not bar.type.is_block(),
+          "expected a barrier made by smt.mbarrier")
 
 
-def get_num_of_thread(_semantic) -> tl.tensor:
-    return _scalar(NUM_THREADS, tl.int32, _semantic)
+def barrier_arrive(bar, _generator) -> None:
+    check_barrier(bar)
+    _generator.call_JitFunction(threads.barrier_arrive, [bar], {})
+
+
+def barrier_wait(bar, _generator) -> None:
+    check_barrier(bar)
+    _generator.call_JitFunction(threads.barrier_wait, [bar], {})
+
+
+def barrier_set_expect(bar, expect_count, _semantic, _generator) -> None:
+    check_barrier(bar)
+    _generator.call_JitFunction(threads.barrier_set_expect,
+                                [bar, _int32(expect_count, "barrier_set_expect count", _semantic)], {})
+
+
+def get_num_of_thread(_generator) -> tl.tensor:
+    return _generator.call_JitFunction(threads.num_threads, [], {})
 
 
 def compile_hint(ptr, hint_name, hint_val) -> None:

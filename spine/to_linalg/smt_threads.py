@@ -1,0 +1,55 @@
+"""smt barriers and thread count: the reserved calls of spine/language/smt/threads.py become calls of
+Spine's runtime (cpp/parallel_loops.c), which the kernel .so binds to when it is loaded.
+
+    %b = tt.call @"spine.language.smt.threads.mbarrier__i32"(%n) : (i32) -> i64
+  becomes
+    %buf = memref.alloca() : memref<8xi64>             (in the entry block: the barrier's state)
+    %b   = index_cast (memref.extract_aligned_pointer_as_index %buf) to i64
+    func.call @spine_smt_barrier_init(%b, %n)
+
+and barrier_arrive / barrier_wait / barrier_set_expect call spine_smt_barrier_<kind>(%b[, %n]);
+num_threads calls spine_smt_num_threads(num_programs x * y * z). A barrier lives in the program's stack
+frame, which outlives the parallel loops that use it (their threads run while the program waits).
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, func, memref
+
+from .smt_calls import callee, lowers, reserved_kind
+
+I32 = lambda: ir.IntegerType.get_signless(32)   # noqa: E731
+I64 = lambda: ir.IntegerType.get_signless(64)   # noqa: E731
+
+
+def _call(conv, symbol: str, args: list, results: list) -> list:
+    conv.declare(symbol, [a.type for a in args], results)
+    return list(func.CallOp(results, ir.FlatSymbolRefAttr.get(symbol), args).results)
+
+
+@lowers("mbarrier")
+def convert_mbarrier(conv, op):
+    with ir.InsertionPoint.at_block_begin(conv.entry_block):
+        state = memref.AllocaOp(ir.MemRefType.get([8], I64()), [], [], alignment=64).result
+    address = memref.ExtractAlignedPointerAsIndexOp(state).result
+    handle = arith.IndexCastOp(I64(), address).result
+    _call(conv, "spine_smt_barrier_init", [handle, conv.concrete(op.operands[0])], [])
+    conv.bind(op.results[0], handle)
+
+
+@lowers("barrier_arrive", "barrier_wait")
+def convert_arrive_or_wait(conv, op):
+    kind = reserved_kind(callee(op))
+    _call(conv, f"spine_smt_{kind}", [conv.concrete(op.operands[0])], [])
+
+
+@lowers("barrier_set_expect")
+def convert_set_expect(conv, op):
+    _call(conv, "spine_smt_barrier_set_expect", [conv.concrete(v) for v in op.operands], [])
+
+
+@lowers("num_threads")
+def convert_num_threads(conv, op):
+    nx, ny, nz = conv.program_ids[3:6]
+    programs = arith.MulIOp(arith.MulIOp(nx, ny).result, nz).result
+    conv.bind(op.results[0], _call(conv, "spine_smt_num_threads", [programs], [I32()])[0])

@@ -1,0 +1,124 @@
+"""smt.parallel on threads: iterations in flight at once, the team size, barriers (ordered by arrivals,
+never hanging), spine-triton's SPLIT_M / SPLIT_MN matmul with one program (so its loop gets a team),
+and the mark that only smt.parallel loops carry."""
+import os
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+import triton.language.extra.smt as smt
+
+from spine.errors import DeviceAssertionError
+
+from .test_smt_mm import check, smt_mm
+
+CORES = os.cpu_count() or 1
+needs_two_cores = pytest.mark.skipif(CORES < 2, reason="a team needs two cores")
+
+
+@triton.jit
+def all_in_flight_kernel(out_ptr):
+    """Each iteration arrives, then waits for every iteration's arrival: it completes only when all of them
+    are in flight at once, on threads of their own."""
+    n = smt.get_num_of_thread()
+    bar = smt.mbarrier(expect_count=n)
+    for s in smt.parallel(0, n):
+        smt.barrier_arrive(bar)
+        smt.barrier_wait(bar, flag=1)
+        tl.store(out_ptr + s, s + 1)
+    tl.store(out_ptr + 15, n)
+
+
+@needs_two_cores
+def test_iterations_run_concurrently(target):
+    out = torch.zeros(16, dtype=torch.int32)
+    all_in_flight_kernel[(1,)](out)
+    n = out[15].item()
+    assert n == min(CORES, 15)
+    assert out[:n].tolist() == list(range(1, n + 1))
+
+
+@triton.jit
+def two_arrivals_kernel(out_ptr):
+    bar = smt.mbarrier(expect_count=2)
+    for s in smt.parallel(0, 2):
+        smt.barrier_arrive(bar)
+        smt.barrier_wait(bar)
+        tl.store(out_ptr + tl.program_id(0) * 2 + s, s + 1)
+    tl.store(out_ptr + 64 + tl.program_id(0), smt.get_num_of_thread())
+
+
+def test_a_wait_that_cannot_complete_is_reported(target):
+    """With a program per core, loops run in order: the first iteration's wait for the second's arrival
+    can never complete, and the launch says so instead of hanging."""
+    out = torch.zeros(128, dtype=torch.int32)
+    with pytest.raises(DeviceAssertionError, match="can never complete"):
+        two_arrivals_kernel[(CORES,)](out)
+    if CORES >= 2:
+        two_arrivals_kernel[(1,)](out)     # one program: the two iterations run together
+        assert out[:2].tolist() == [1, 2] and out[64].item() == CORES
+
+
+@triton.jit
+def ordered_kernel(out_ptr, N: tl.constexpr):
+    """Iteration s > 0 waits for iteration s - 1's barrier, then reads what it stored."""
+    bars = smt.mbarrier(expect_count=1)
+    bar1 = smt.mbarrier(expect_count=1)
+    bar2 = smt.mbarrier(expect_count=1)
+    for s in smt.parallel(0, 4):
+        if s == 1:
+            smt.barrier_wait(bars)
+        elif s == 2:
+            smt.barrier_wait(bar1)
+        elif s == 3:
+            smt.barrier_wait(bar2)
+        previous = tl.load(out_ptr + tl.maximum(s - 1, 0) * N + tl.arange(0, N))
+        tl.store(out_ptr + s * N + tl.arange(0, N), tl.where(s == 0, 1, previous + 1))
+        if s == 0:
+            smt.barrier_arrive(bars)
+        elif s == 1:
+            smt.barrier_arrive(bar1)
+        elif s == 2:
+            smt.barrier_arrive(bar2)
+
+
+def test_barriers_order_iterations(target):
+    out = torch.zeros(4, 256, dtype=torch.int32)
+    ordered_kernel[(1,)](out, N=256)
+    assert torch.equal(out, torch.arange(1, 5, dtype=torch.int32)[:, None].expand(4, 256))
+
+
+@pytest.mark.parametrize("split", ["split_m", "split_mn"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_one_program_matmul_on_a_team(target, split, dtype):
+    """One program for all of C (M and N within one block): its parallel loop over sub-blocks gets every
+    core; SPLIT_MN's waiting sub-blocks depend on the first row's staging of B through the barriers."""
+    m, n, k = 45, 60, 50
+    a = torch.randn(m, k).to(dtype)
+    b = torch.randn(k, n).to(dtype)
+    check(smt_mm(a, b, split, block_m=64, block_n=64), a, b)
+
+
+@triton.jit
+def loops_kernel(x_ptr, out_ptr, N: tl.constexpr):
+    total = tl.zeros((N,), dtype=tl.float32)
+    for i in range(2):
+        total += tl.load(x_ptr + i * N + tl.arange(0, N))
+    for j in tl.range(0, 2):
+        total += 1.0
+    for s in smt.parallel(0, 2, bind_sub_block=True):
+        tl.store(out_ptr + s * N + tl.arange(0, N), total + s)
+    for t in tl.range(0, 2, num_stages=1):
+        tl.store(out_ptr + 2 * N + t, t)
+
+
+def test_only_parallel_loops_are_marked(target):
+    x = torch.randn(2, 16)
+    out = torch.zeros(3, 16)
+    compiled = loops_kernel[(1,)](x, out, N=16)
+    expected = x.sum(0) + 2
+    torch.testing.assert_close(out[:2], torch.stack([expected, expected + 1]))
+    for stage in ("ttir", "linalg"):
+        assert compiled.asm[stage].count("smt.parallel_arg0") == 1, stage
+    assert "spine_kmpc_fork_call" in compiled.asm["llir"]
