@@ -28,13 +28,16 @@ ATTRIBUTE = "smt.parallel"      # on the induction variable; the loop op gets "s
 _RANGE_NAME = "__spine_smt_parallel_range"
 
 
-def install(parallel_class) -> None:
+MARK = "__spine_smt_parallel__"     # a class attribute of smt.parallel (sync.py)
+
+
+def install() -> None:
     original = cg.CodeGenerator.visit_For
     if getattr(original, "__spine_parallel_loop__", False):
         return
 
     def visit_For(self, node):
-        if not _is_parallel_loop(self, node, parallel_class):
+        if not _is_parallel_loop(self, node):
             return original(self, node)
         return _visit_parallel_for(self, node, original)
 
@@ -43,18 +46,20 @@ def install(parallel_class) -> None:
     cg.CodeGenerator.visit_For = visit_For
 
 
-def _is_parallel_loop(generator, node, parallel_class) -> bool:
-    if not isinstance(node.iter, ast.Call):
-        return False
+def _is_parallel_loop(generator, node) -> bool:
+    if not isinstance(node.iter, ast.Call) or not isinstance(node.iter.func, (ast.Name, ast.Attribute)):
+        return False    # (looking a name up emits no IR; other expressions are left to triton alone)
     try:
-        return generator.visit(node.iter.func) is parallel_class
+        iterator = generator.visit(node.iter.func)
     except Exception:       # let triton report whatever is wrong with the iterator
         return False
+    return isinstance(iterator, type) and iterator.__dict__.get(MARK, False)
 
 
 def _visit_parallel_for(generator, node, original):
+    # spine-triton's parallel(arg1, arg2, step, num_stages, loop_unroll_factor, bind_sub_block)
     keywords = [k for k in node.iter.keywords if k.arg != "bind_sub_block"]
-    call = ast.Call(func=ast.Name(id=_RANGE_NAME, ctx=ast.Load()), args=node.iter.args, keywords=keywords)
+    call = ast.Call(func=ast.Name(id=_RANGE_NAME, ctx=ast.Load()), args=node.iter.args[:5], keywords=keywords)
     loop = ast.For(target=node.target, iter=call, body=node.body, orelse=node.orelse,
                    type_comment=getattr(node, "type_comment", None))
     ast.copy_location(call, node.iter)

@@ -12,9 +12,9 @@ helpers), at most one per iteration. A parallel loop inside another's iterations
 values from one iteration to the next (`acc += ...` over the loop), run in order. Iterations are split
 into one contiguous block per thread, each thread running its block in increasing order.
 
-`get_num_of_thread()` is that team size for this program, a runtime value: cores // programs (at least
-1) outside a parallel loop, the size of the running team inside one. A loop with fewer iterations than
-that uses fewer threads.
+`get_num_of_thread()` is a runtime value: inside the iterations of a loop running on a team, that team's
+size; anywhere else, the size this program's parallel loops get, cores // programs (at least 1). A loop
+with fewer iterations than that uses fewer threads.
 
 Barriers. `mbarrier(expect_count=n)` makes a barrier (an int64 handle; its state lives in the program's
 stack frame) that counts arrivals. `barrier_arrive(bar)` adds one; `barrier_wait(bar)` returns once the
@@ -41,6 +41,7 @@ from .parallel_loop import install
 class parallel(tl.range):
     """`for s in smt.parallel(start, end[, step])`: iterations that may run concurrently on several
     threads of the program (see the module docstring)."""
+    __spine_smt_parallel__ = True     # what parallel_loop.py recognises (its MARK)
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
                  bind_sub_block=False):
@@ -48,7 +49,7 @@ class parallel(tl.range):
         self.bind_sub_block = bind_sub_block
 
 
-install(parallel)
+install()
 
 
 def _int32(value, name: str, _semantic) -> tl.tensor:
