@@ -1,7 +1,7 @@
 """smt matmul benchmarks: spine-triton's smt matmul kernel (tests/smt/test_smt_mm.py, unchanged) on the
 host against torch.mm on the same threads, and its riscv64 code counted under QEMU.
 
-    .venv/bin/python bench/smt_matmul.py [--quick] [--host | --riscv64]
+    .venv/bin/python bench/smt_matmul.py [--quick] [--host | --riscv64 | --team]
 
 Host: fp32 and fp16 inputs at 512^3 and 1024^3, on one thread (process CPU time) and on every core (wall
 time); Spine's smt kernel, torch.mm and (for context) Spine's tl.dot matmul (tests/ops/test_dot.py) run in
@@ -10,6 +10,9 @@ each and torch's time divided by Spine's (above 1: Spine is faster), and GFLOP/s
 FMA roof (bench/matmul_fma_roof.c, measured at the start: one core's, times the threads). Blocks are
 square, the largest of 512, 256 and 128 that makes four programs and two per thread (block_for). On a shared
 machine the best times are the meaningful ones, and the one-thread CPU times the steadiest.
+
+--team: the SPLIT_MN arrangement as a single program, whose smt.parallel loop runs on one thread and then
+on a team of two (host, wall time).
 
 riscv64: one launch under QEMU at VLEN 128, 256 and 512 (the same vector-length-agnostic binary), every
 executed guest instruction counted (bench/icount.py) and classified by disassembling the kernel
@@ -235,14 +238,41 @@ def riscv64(quick: bool) -> None:
                   f"{loop_fmas / loop_total:.1%} |")
 
 
+def team(quick: bool) -> None:
+    """The SPLIT_MN arrangement as one program (its parallel loop over 16 x 32 sub-blocks, B staged behind
+    the mbarriers): the loop on one thread, then on a team of two (SPINE_NUM_THREADS 1 and 2)."""
+    from tests.smt.test_smt_mm import smt_mm
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    m, n, k = (256, 64, 256) if quick else (1024, 64, 1024)
+    print(f"\nSPLIT_MN, one program of {m} x {n} x {k}; best / median wall time of the rounds\n")
+    print("| inputs | one thread | two threads | speed-up (best) |\n|---|---|---|---|")
+    for dtype in (torch.float32, torch.float16):
+        a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
+        functions = {}
+        for threads in (1, 2):
+            def run(threads=threads):
+                os.environ["SPINE_NUM_THREADS"] = str(threads)
+                return smt_mm(a, b, "split_mn", block_m=m, block_n=n)
+            functions[threads] = run
+            check(run(), a, b)
+        samples = rounds(functions, 10 if quick else 60, time.perf_counter)
+        best = {t: min(s) for t, s in samples.items()}
+        shown = {t: f"{best[t] * 1e3:.2f} / {statistics.median(s) * 1e3:.2f} ms" for t, s in samples.items()}
+        print(f"| {str(dtype).replace('torch.', '')} | {shown[1]} | {shown[2]} | {best[1] / best[2]:.2f} |")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="small sizes")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--host", action="store_true", help="host timings only")
     which.add_argument("--riscv64", action="store_true", help="riscv64 instruction counts only")
+    which.add_argument("--team", action="store_true", help="a one-program parallel loop on 1 and 2 threads only")
     args = parser.parse_args()
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="spine-bench-cache-"))
+    if args.team:
+        team(args.quick)
+        return
     if not args.riscv64:
         host(args.quick)
     if not args.host:
