@@ -18,9 +18,10 @@ _warned_lock = threading.Lock()
 
 
 def make_ttir(mod, metadata, options):
-    from .ttir import run_ttir_passes
+    from .ttir import record_microkernel, run_ttir_passes
     pool().prestart()  # its imports overlap with triton's passes
     mod = run_ttir_passes(mod, metadata)
+    record_microkernel(mod, options.triple, options.cpu, options.features)
     dump_artifact(options.dump_path, metadata["name"], "ttir", mod)
     return mod
 

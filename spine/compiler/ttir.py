@@ -24,3 +24,13 @@ def run_ttir_passes(mod, metadata):
     metadata["name"] = mod.get_entry_func_name()
     metadata["shared"] = 0
     return mod
+
+
+def record_microkernel(mod, triple: str, cpu: str, features: str) -> None:
+    """Name the target's packed-matmul micro-kernel on the module (`spine.microkernel`), so that the
+    conversion, which sees only TTIR, can lower tt.dot to it (to_linalg/dot.py)."""
+    from triton._C.libtriton import ir
+
+    from .microkernels import choose
+    kernel = choose(triple, cpu, features)
+    mod.set_attr("spine.microkernel", ir.builder(mod.context).get_string_attr(kernel.name))

@@ -5,7 +5,7 @@ Where each TTIR op is handled:
     tt.make_range, tt.splat, tt.broadcast, tt.expand_dims,
     tt.trans, tt.reshape, tt.join, tt.split, tt.cat              tensor_ops.py
     tt.gather, tt.histogram                                      indexing.py
-    tt.dot                                                       dot.py
+    tt.dot                                                       dot.py (packed: smt_dot.py)
     tt.addptr, tt.bitcast                                        pointers.py
     tt.make_tensor_ptr, tt.advance (block pointers)              block_pointers.py
     tt.load / tt.store                                           load.py / store.py
@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
+from ..compiler.microkernels import MICROKERNELS
 from ..errors import SpineCompilationError
 # Importing the handler modules registers them.
 from . import (arith, atomics, block_pointers, control_flow, debug_ops, dot, extern, function,  # noqa: F401
@@ -76,12 +77,27 @@ def _kernel_function(module: ir.Module):
     return funcs[0]
 
 
-def _convert_once(tt_func, name: str, direct_load_args: frozenset, bounds_check: bool) -> tuple:
+MICROKERNEL_ATTRIBUTE = "spine.microkernel"   # on the TTIR module: the target's packed-matmul kernel
+
+
+def _microkernel(module: ir.Module):
+    """The packed-matmul micro-kernel the pipeline chose for the target (compiler/microkernels.py), or
+    None when the TTIR does not name one (tt.dot then stays generic loops)."""
+    attributes = module.operation.attributes
+    if MICROKERNEL_ATTRIBUTE not in attributes:
+        return None
+    name = ir.StringAttr(attributes[MICROKERNEL_ATTRIBUTE]).value
+    if name not in MICROKERNELS:
+        raise SpineCompilationError(f"unknown micro-kernel {name!r} in {MICROKERNEL_ATTRIBUTE}")
+    return MICROKERNELS[name]
+
+
+def _convert_once(tt_func, name: str, direct_load_args: frozenset, bounds_check: bool, microkernel) -> tuple:
     forced = frozenset()
     for _ in range(MAX_RETRIES):
         out = ir.Module.create()
         conv = Converter(name, forced_gather=forced, module=out, direct_load_args=direct_load_args,
-                         bounds=BoundsCheck() if bounds_check else None)
+                         bounds=BoundsCheck() if bounds_check else None, microkernel=microkernel)
         try:
             with ir.InsertionPoint(out.body):
                 function.convert_function(conv, tt_func)
@@ -106,13 +122,14 @@ def convert_ttir(generic_ttir: str, direct_loads: bool = False, bounds_check: bo
         tt_func = _kernel_function(source)
         name = ir.StringAttr(tt_func.attributes["sym_name"]).value
         _, kinds = function.kernel_signature(tt_func)
-        out, conv = _convert_once(tt_func, name, frozenset(), bounds_check)
+        microkernel = _microkernel(source)
+        out, conv = _convert_once(tt_func, name, frozenset(), bounds_check, microkernel)
         direct = frozenset()
         if direct_loads:
             # The first conversion found which arguments are written; loads from the others go direct.
             direct = frozenset(i for i, kind in enumerate(kinds) if kind == "ptr") - conv.written_args
             if direct:
-                out, conv = _convert_once(tt_func, name, direct, bounds_check)
+                out, conv = _convert_once(tt_func, name, direct, bounds_check, microkernel)
         try:
             out.operation.verify()
         except ir.MLIRError as err:

@@ -64,6 +64,7 @@ class Converter:
     strings: dict = field(default_factory=dict)           # constant strings → their memref.global
     direct_load_args: frozenset = frozenset()             # arguments whose loads read memory in place
     bounds: object = None                                 # bounds.BoundsCheck when accesses are checked
+    microkernel: object = None                            # the target's packed-matmul MicroKernel, if any
 
     # -------------------------------------------------------------------------------------- value map
     def state(self, value: ir.Value):

@@ -11,14 +11,23 @@ accumulator (fp16/bf16 → fp32, int8 → int32) are widened first. "tf32" preci
 fp32: a CPU has no tf32. An fp16/bf16 accumulator (out_dtype=tl.float16) is summed in fp32 and rounded
 once at the end, as the interpreter and the GPUs' tensor cores do; rounding every step loses bits along k.
 Batched (3-D) dots get a leading batch loop.
+
+Where the target has a packed-matmul micro-kernel (the module's `spine.microkernel` attribute, recorded
+by the pipeline from the target, compiler/microkernels.py) and the product is large enough to pay for
+packing, a 2-D dot goes through the packed matmul that smt.dot uses (smt_dot.packed_product) instead:
+operands packed into panels, a register-blocked vector inner loop. Both sum along k in order; the
+packed matmul adds the accumulator after the products rather than before (last-bit differences only).
 """
 from __future__ import annotations
 
 from mlir import ir
 from mlir.dialects import arith, linalg
 
+from . import smt_dot
 from .converter import handles
-from .types import element_type
+from .types import element_type, shape_of
+
+MIN_PACKED = 16     # smallest M, N and K worth packing for; smaller dots stay generic
 
 
 def _widen(value: ir.Value, to: ir.Type) -> ir.Value:
@@ -35,9 +44,28 @@ def _is_float(ty: ir.Type) -> bool:
     return not isinstance(ty, (ir.IntegerType, ir.IndexType))
 
 
+def _packed_kernel(conv, a: ir.Value, b: ir.Value, acc: ir.Value):
+    """The micro-kernel to compute this dot with, or None for the generic loops."""
+    if conv.microkernel is None:
+        return None
+    a_shape, b_shape = shape_of(a.type), shape_of(b.type)
+    if len(a_shape) != 2 or min(a_shape[0], a_shape[1], b_shape[1]) < MIN_PACKED:
+        return None
+    inputs, sums = str(element_type(a.type)), str(element_type(acc.type))
+    if str(element_type(b.type)) != inputs or smt_dot.SUM_TYPES.get(inputs) != sums:
+        return None
+    return conv.microkernel
+
+
 @handles("tt.dot")
 def convert_dot(conv, op):
     a, bb, acc = (conv.concrete(v) for v in op.operands)
+    kernel = _packed_kernel(conv, a, bb, acc)
+    if kernel is not None:
+        conv.bind(op.results[0], smt_dot.packed_product(conv, op, smt_dot.operand(a), smt_dot.operand(bb),
+                                                        smt_dot.operand(acc), ir.RankedTensorType(acc.type),
+                                                        kernel))
+        return
     rank = len(ir.RankedTensorType(a.type).shape)
     out_type = acc.type
     if element_type(acc.type) in (ir.F16Type.get(), ir.BF16Type.get()):

@@ -55,12 +55,24 @@ def _microkernel(op):
 
 @lowers("dot", "dot_acc")
 def convert_dot(conv, op):
-    (a, a_op), (b, b_op) = _operand(conv.concrete(op.operands[0])), _operand(conv.concrete(op.operands[1]))
+    operands = [_operand(conv.concrete(v)) for v in op.operands]
+    c_in = operands[2] if len(operands) == 3 else None
     result_type = ir.RankedTensorType(op.results[0].type)
-    c_in, c_in_op = (None, None)
-    if len(op.operands) == 3:
-        c_in, c_in_op = _operand(conv.concrete(op.operands[2]))
-    kernel, sum_type = _microkernel(op), SUM_TYPES[a_op.element]
+    conv.bind(op.results[0], packed_product(conv, op, operands[0], operands[1], c_in, result_type, _microkernel(op)))
+
+
+def operand(value: ir.Value) -> tuple[ir.Value, mk.Operand]:
+    """A plain [rows, cols] matrix as a packed matmul's operand (tt.dot's, dot.py)."""
+    return value, mk.Operand(shape_of(value.type), str(element_type(value.type)))
+
+
+def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kernel) -> ir.Value:
+    """a @ b (+ c_in) through the packed matmul with `kernel`. Operands are (tensor, layout) pairs as
+    `_operand` gives them; the result is a plain matrix for a 2-D result_type, else packed into its tiles.
+    `op` is the TTIR op computing it (its loop decides whether B's panels are packed outside the loop)."""
+    (a, a_op), (b, b_op) = a, b
+    c_in, c_in_op = c_in if c_in is not None else (None, None)
+    sum_type = SUM_TYPES[a_op.element]
     panels = _b_panels(conv, op, b, mk.BPanels(b_op, sum_type, kernel, _block_steps(a_op, b_op, kernel)))
     b_arg = panels if panels is not None else _buffer(b, b_op)
     kernel = kernel.for_rows(a_op.rows)
@@ -69,10 +81,9 @@ def convert_dot(conv, op):
                                b_panels=panels is not None)
         out = bufferization.ToBufferOp(c_in_op.memref_type(), c_in).result
         _call(conv, spec, [_buffer(a, a_op), b_arg, out])
-        conv.bind(op.results[0], bufferization.ToTensorOp(result_type, out, restrict=True, writable=True).result)
-        return
-    m1, n1, m, n = result_type.shape
-    out_shape = (m1 * m, n1 * n)
+        return bufferization.ToTensorOp(result_type, out, restrict=True, writable=True).result
+    shape = tuple(result_type.shape)
+    out_shape = (shape[0] * shape[2], shape[1] * shape[3]) if len(shape) == 4 else shape
     spec = mk.PackedMatmul(a_op, b_op, mk.Operand(out_shape, str(result_type.element_type)), c_in_op, sum_type,
                            kernel, b_panels=panels is not None)
     out = memref.AllocOp(ir.MemRefType.get(list(out_shape), result_type.element_type), [], [],
@@ -81,13 +92,16 @@ def convert_dot(conv, op):
     _call(conv, spec, inputs + [out])
     product = bufferization.ToTensorOp(ir.RankedTensorType.get(list(out_shape), result_type.element_type), out,
                                        restrict=True, writable=True).result
-    conv.bind(op.results[0], pack(product, tuple(result_type.shape)))
+    return pack(product, shape) if len(shape) == 4 else product
 
 
 def _updates_in_place(op, c_in: ir.Value, c_in_op: mk.Operand, result_type) -> bool:
-    """Whether the product can be added into the accumulator's own buffer: the accumulator is packed tiles
-    of the result's type (a loop-carried accumulator) that nothing else reads."""
-    return (c_in_op.packed and c_in.type == result_type and len(list(op.operands[2].uses)) == 1)
+    """Whether the product can be added into the accumulator's own buffer: the accumulator has the result's
+    type, nothing else reads it, and it is packed tiles (smt's loop-carried accumulator) or a loop's own
+    argument (tt.dot's `acc` in a loop over k)."""
+    if c_in.type != result_type or len(list(op.operands[2].uses)) != 1:
+        return False
+    return c_in_op.packed or isinstance(c_in.owner, ir.Block)
 
 
 def _call(conv, spec, args: list, define=mk.define) -> None:

@@ -2,21 +2,27 @@
 (LLVM's per-core cost models differ, and so do the assertions they trip), and run wherever this machine
 can run them: natively for x86 levels it has, under QEMU for RISC-V without V and at other vector lengths."""
 import dataclasses
+import re
 
 import pytest
 import torch
 import triton
 
+from spine.compiler.export import export_generic
+from spine.compiler.lower import lower
+from spine.compiler.microkernels import choose
 from spine.compiler.pipeline import make_so
 from spine.driver import CPUDriver
 from spine.options import CPUOptions
 from spine.switches import RISCV_FEATURES
+from spine.to_linalg import convert_ttir
 from tests.cpu_features import host_runs
 from tests.kernels import (add_kernel, cast_kernel, col_sum_kernel, elementwise_math_kernel, gather_kernel,
                            int_arith_kernel, row_reduce_kernel, row_sum_pointer_loop_kernel, scalar_kernel,
                            softmax_kernel, transpose_kernel)
 from tests.ops.test_dot import matmul_kernel
 from tests.ops.test_scan import cumsum_kernel
+from tests.to_linalg.test_branches_ttir import parse_ttir
 
 X86_CPUS = ("znver3", "znver4", "znver5", "sapphirerapids", "graniterapids", "skylake-avx512", "icelake-server",
             "alderlake", "x86-64-v2", "x86-64-v3", "x86-64-v4")
@@ -82,28 +88,40 @@ def compiled_for():
     return get
 
 
-def _codegen_for(compiled, cpu: str, features: str) -> None:
-    """The CPU-dependent stage (LLVM codegen and link) of every case, for one CPU."""
+def _codegen_for(compiled, cpu: str, features: str, tmp_path) -> None:
+    """The CPU-dependent stages of every case, for one CPU: LLVM codegen and link, and before them the
+    conversion when the CPU has another packed-matmul micro-kernel (RVV needs V) for tl.dot."""
     for name, kernel in compiled:
         md = kernel.metadata
         options = dataclasses.replace(CPUOptions(), triple=md.triple, cpu=cpu, features=features)
         metadata = {"name": md.name, "spine_arg_kinds": md.spine_arg_kinds,
                     "spine_argument_views": md.spine_argument_views}
-        so = make_so(kernel.asm["llir"], metadata, options)
+        so = make_so(_llir_for(kernel, options, tmp_path / name), metadata, options)
         assert so[:4] == b"\x7fELF", name
 
 
+def _llir_for(kernel, options, tmp_path) -> str:
+    wanted = f'spine.microkernel = "{choose(options.triple, options.cpu, options.features).name}"'
+    ttir = kernel.asm["ttir"]
+    named = re.search(r'spine\.microkernel = "\w+"', ttir)
+    if named is None or named.group(0) == wanted:
+        return kernel.asm["llir"]
+    tmp_path.mkdir(parents=True)
+    module = parse_ttir(ttir.replace(named.group(0), wanted), tmp_path)
+    return lower(convert_ttir(export_generic(module)).text, inline_copies=options.triple.startswith("riscv"))
+
+
 @pytest.mark.parametrize("cpu", X86_CPUS)
-def test_suite_kernels_compile_for_x86_cpu(cpu, compiled_for):
+def test_suite_kernels_compile_for_x86_cpu(cpu, compiled_for, tmp_path):
     import platform
     if platform.machine() != "x86_64":
         pytest.skip("host kernels are compiled for this machine's architecture")
-    _codegen_for(compiled_for("host"), cpu, "")
+    _codegen_for(compiled_for("host"), cpu, "", tmp_path)
 
 
 @pytest.mark.parametrize("cpu,features", RISCV_CPUS, ids=["rv64gcv", "rv64gc", "spacemit-x60", "sifive-x280"])
-def test_suite_kernels_compile_for_riscv_cpu(cpu, features, compiled_for):
-    _codegen_for(compiled_for("riscv64"), cpu, features)
+def test_suite_kernels_compile_for_riscv_cpu(cpu, features, compiled_for, tmp_path):
+    _codegen_for(compiled_for("riscv64"), cpu, features, tmp_path)
 
 
 @pytest.fixture(scope="module")

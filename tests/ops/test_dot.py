@@ -104,3 +104,45 @@ def test_trans_and_reshape(target):
     trans_reshape_kernel[(1,)](x, t, r, M=8, N=16)
     torch.testing.assert_close(t, x.t())
     torch.testing.assert_close(r, x.reshape(-1) * 2)
+
+
+# Dots of at least 16 x 16 x 16 go through the packed matmul (to_linalg/dot.py): every input type it
+# widens, ragged edges, strided operands, an accumulator carried by the loop and updated in place, and a
+# B loaded once before the loop (its panels packed once).
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m,n,k,bm,bn,bk", [(70, 45, 77, 32, 16, 32), (64, 64, 64, 64, 64, 16)])
+def test_packed_matmul_paths(target, dtype, m, n, k, bm, bn, bk):
+    a = torch.randn(m, k).to(dtype)
+    b = torch.randn(n, k).to(dtype).t()      # strides (1, k)
+    c = torch.empty(m, n)
+    matmul_kernel[(triton.cdiv(m, bm), triton.cdiv(n, bn))](
+        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        BM=bm, BN=bn, BK=bk)
+    torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-4, atol=1e-4)
+
+
+@triton.jit
+def fixed_b_kernel(a_ptr, b_ptr, c_ptr, M, BM: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rn = tl.arange(0, N)
+    rk = tl.arange(0, K)
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    for start in range(0, M, BM):
+        rm = start + tl.arange(0, BM)
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=rm[:, None] < M, other=0.0)
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b) + 1.0, mask=rm[:, None] < M)
+
+
+def test_packed_matmul_with_b_fixed_across_the_loop(target):
+    a = torch.randn(75, 32)
+    b = torch.randn(32, 64)
+    c = torch.empty(75, 64)
+    fixed_b_kernel[(1,)](a, b, c, 75, BM=16, N=64, K=32)
+    torch.testing.assert_close(c, a @ b + 1.0, rtol=1e-4, atol=1e-4)
+
+
+def test_int8_packed_dot(target):
+    a = torch.randint(-128, 127, (32, 64), dtype=torch.int8)
+    b = torch.randint(-128, 127, (64, 32), dtype=torch.int8)
+    c = torch.empty(32, 32, dtype=torch.int32)
+    int8_dot_kernel[(1,)](a, b, c, BM=32, BN=32, BK=64)
+    torch.testing.assert_close(c, a.int() @ b.int())

@@ -87,3 +87,44 @@ CHECK-NOT: func.call
 CHECK: arith.addf
 """)
     assert "twice" not in text
+
+
+DOT = """
+module MODULE_ATTRIBUTES{
+  tt.func public @k(%p: !tt.ptr<f32>) {
+    %r = tt.make_range {end = 32 : i32, start = 0 : i32} : tensor<32xi32>
+    %row = tt.expand_dims %r {axis = 1 : i32} : tensor<32xi32> -> tensor<32x1xi32>
+    %c32 = arith.constant dense<32> : tensor<32x1xi32>
+    %rows = arith.muli %row, %c32 : tensor<32x1xi32>
+    %col = tt.expand_dims %r {axis = 0 : i32} : tensor<32xi32> -> tensor<1x32xi32>
+    %rb = tt.broadcast %rows : tensor<32x1xi32> -> tensor<32x32xi32>
+    %cb = tt.broadcast %col : tensor<1x32xi32> -> tensor<32x32xi32>
+    %offs = arith.addi %rb, %cb : tensor<32x32xi32>
+    %s = tt.splat %p : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
+    %ptrs = tt.addptr %s, %offs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
+    %x = tt.load %ptrs : tensor<32x32x!tt.ptr<f32>>
+    %zero = arith.constant dense<0.0> : tensor<32x32xf32>
+    %d = tt.dot %x, %x, %zero : tensor<32x32xf32> * tensor<32x32xf32> -> tensor<32x32xf32>
+    tt.store %ptrs, %d : tensor<32x32x!tt.ptr<f32>>
+    tt.return
+  }
+}
+"""
+
+
+def test_dot_takes_the_packed_matmul_the_module_names(tmp_path):
+    text = converted(DOT.replace("MODULE_ATTRIBUTES", 'attributes {"spine.microkernel" = "avx2"} '), tmp_path)
+    filecheck(text, """
+CHECK: func.func private @spine_smt_matmul_avx2_
+CHECK: func.func @k
+CHECK-NOT: linalg.generic
+CHECK: call @spine_smt_matmul_avx2_
+""")
+
+
+def test_dot_without_a_named_microkernel_is_a_generic_loop_nest(tmp_path):
+    filecheck(converted(DOT.replace("MODULE_ATTRIBUTES", ""), tmp_path), """
+CHECK-NOT: spine_smt_matmul
+CHECK: linalg.generic
+CHECK-SAME: iterator_types = ["parallel", "reduction", "parallel"]
+""")
