@@ -22,12 +22,16 @@ The scheme is GotoBLAS's, at the size of one smt.dot (panel layouts in smt_panel
     write the C panels back into C (adding C_in when accumulating)
 
 Packing widens the inputs to the accumulator type (fp16/bf16 -> fp32, int8 -> int32), so the inner loop is
-the same for every input type.
+the same for every input type. Two copies are skipped where the layout allows (x86, fixed vector width):
+A of the sums' type is read in place, its rows at their own stride, when its columns have unit stride
+(checked at run time; the packed path stays for the others); and when the register blocks tile a
+row-major C_out exactly, the accumulators are stored into C_out itself (in the last block of steps, or in
+every block when C_out has the sums' type), without C panels and their write-back.
 """
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from mlir import ir
@@ -44,6 +48,7 @@ ALIGNMENT = 64
 # program instance that maps, touches and unmaps them pays a page fault per 4 KiB every time; stack pages
 # stay mapped. Grid worker threads have 64 MiB stacks, the calling thread the process's (8 MiB by default).
 STACK_PANEL_BYTES = 1 << 20
+L1_WAY_BYTES = 4096       # addresses this far apart fall into the same L1 set (x86: 64 sets of 64 bytes)
 MAX_VSCALE = 16           # RVV up to VLEN 1024, for sizing panels before the vector length is known
 
 
@@ -104,6 +109,9 @@ class _Plan:
     ap: ir.Value = None
     bp: ir.Value = None
     cp: ir.Value = None
+    out: ir.Value = None         # C_out as one row of M * N elements, when the last block stores into it
+    a_rows: ir.Value = None      # A read in place (not packed): a unit-stride view of it, and its row stride
+    lda: ir.Value = None
 
     @property
     def kernel(self) -> MicroKernel:
@@ -129,6 +137,36 @@ class _Plan:
     def padded_n(self) -> ir.Value:
         """Columns of the C panels: N rounded up to whole B panels."""
         return arith.MulIOp(self.panels_n, self.nr).result
+
+    @property
+    def direct(self) -> bool:
+        """Whether the register blocks tile C_out exactly and C_out is a row-major matrix of the product
+        alone: then the last block of reduction steps stores the accumulators into C_out itself (no C panels
+        to write back), and every block does when C_out has the accumulator's type."""
+        spec, kernel = self.spec, self.kernel
+        nr = kernel.vectors * ir.VectorType(self.vtype).shape[0]
+        return (not kernel.scalable and not spec.in_place and spec.c_in is None and not spec.c_out.packed
+                and spec.a.rows % self.mr == 0 and spec.b.cols % nr == 0)
+
+    @property
+    def a_in_place(self) -> bool:
+        """Whether A may be read where it is when its columns have unit stride: a matrix of the sums' type,
+        read row by row (the micro-kernel broadcasts MR scalars at a row's distance from each other, from
+        L2 like a packed panel's rows)."""
+        spec = self.spec
+        return (self.kernel.a_rows and not spec.a.packed and ir.Type.parse(spec.a.element) == self.acc
+                and spec.a.rows % self.mr == 0)
+
+    @property
+    def c_panels(self) -> bool:
+        """Whether sums between blocks of reduction steps need C panels of their own."""
+        if not self.direct:
+            return True
+        return self.out_type != self.acc and self.k > self.kc
+
+    @property
+    def out_type(self) -> ir.Type:
+        return ir.Type.parse(self.spec.c_out.element)
 
     @property
     def panels_m(self) -> int:
@@ -206,7 +244,8 @@ def _panel_bytes(plan: "_Plan") -> int:
     padded_n = -(-plan.spec.b.cols // nr) * nr
     padded_m = plan.panels_m * plan.mr
     width = plan.acc.width if isinstance(plan.acc, ir.IntegerType) else panels.float_width(plan.acc)
-    return (padded_n * plan.kc + padded_m * plan.kc + padded_m * padded_n) * width // 8
+    c_panels = padded_m * padded_n if plan.c_panels else 0
+    return (padded_n * plan.kc + padded_m * plan.kc + c_panels) * width // 8
 
 
 def _body(spec: PackedMatmul, a, b, c_in, c_out) -> None:
@@ -220,21 +259,72 @@ def _body(spec: PackedMatmul, a, b, c_in, c_out) -> None:
     on_stack = _panel_bytes(plan) <= STACK_PANEL_BYTES
     bp = b if spec.b_panels else _alloc(mul(mul(panels_n, nr), kc), acc, on_stack)
     ap = _alloc(plan.panels_m * mr * kc, acc, on_stack)
-    cp = _alloc(mul(mul(panels_n, nr), plan.panels_m * mr), acc, on_stack)     # C, rows padded to panels
-    plan = _Plan(spec, acc, vtype, vl, nr, panels_n, ap, bp, cp)
+    out = _flat(c_out, spec.c_out) if plan.direct else None
+    if plan.c_panels:
+        cp = _alloc(mul(mul(panels_n, nr), plan.panels_m * mr), acc, on_stack)     # C, rows padded to panels
+    else:
+        cp = out
+    plan = _Plan(spec, acc, vtype, vl, nr, panels_n, ap, bp, cp, out)
+    if not plan.a_in_place:
+        _k_blocks(plan, a, b)
+    else:
+        view, lda, unit = _rows_view(a)
+        branch = scf.IfOp(unit, has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            _k_blocks(replace(plan, a_rows=view, lda=lda), a, b)
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):
+            _k_blocks(plan, a, b)
+            scf.YieldOp([])
+    if not plan.direct:
+        panels.write_back(spec.c_out, c_out, spec.c_in, c_in, cp, plan.padded_n, acc, spec.in_place)
+
+
+def _rows_view(a) -> tuple:
+    """(a unit-stride 1-D view of a matrix from its first element, its row stride, whether to read it in
+    place: its columns have unit stride and its rows are not a multiple of L1_WAY_BYTES apart)."""
+    meta = memref.ExtractStridedMetadataOp(a)
+    offset, (rows, cols), (lda, step) = meta.results[1], meta.results[2:4], meta.results[4:6]
+    size = add(mul(arith.SubIOp(rows, im.const(1)).result, lda), cols)
+    elem = ir.MemRefType(a.type).element_type
+    view_type = ir.MemRefType.get([DYNAMIC], elem, layout=ir.StridedLayoutAttr.get(panels.DYNAMIC_STRIDE, [1]))
+    view = memref.ReinterpretCastOp(view_type, meta.results[0], [offset], [size], [],
+                                    ir.DenseI64ArrayAttr.get([panels.DYNAMIC_STRIDE]),
+                                    ir.DenseI64ArrayAttr.get([DYNAMIC]), ir.DenseI64ArrayAttr.get([1])).result
+    unit = arith.CmpIOp(arith.CmpIPredicate.eq, step, im.const(1)).result
+    # Rows a multiple of 4 KiB apart share one L1 set: MR of them beside the B panel's lines evict each other
+    # (1024 columns of fp32 ran no faster than packing); those are packed.
+    width = panels.float_width(elem) // 8 if not isinstance(elem, ir.IntegerType) else elem.width // 8
+    spread = arith.CmpIOp(arith.CmpIPredicate.ne, arith.RemUIOp(lda, im.const(L1_WAY_BYTES // width)).result,
+                          im.const(0)).result
+    return view, lda, arith.AndIOp(unit, spread).result
+
+
+def _k_blocks(plan: _Plan, a, b) -> None:
+    """Every block of reduction steps."""
+    kc, acc = plan.kc, plan.acc
     full, tail = divmod(plan.k, kc)
-    if full:
-        loop(0, full, 1, lambda kb, _: _k_block(plan, a, b, kb, kc, _is_zero(kb)))
+    # The last block stores into a C_out of another type than the sums: it is peeled off the loop.
+    peel = plan.direct and plan.out_type != acc and not tail
+    if full - peel:
+        loop(0, full - peel, 1, lambda kb, _: _k_block(plan, a, b, kb, kc, _is_zero(kb)))
+    if peel:
+        _k_block(plan, a, b, im.const(full - 1), kc, full == 1, last=True)
     if tail:
-        _k_block(plan, a, b, im.const(full), tail, full == 0)
-    panels.write_back(spec.c_out, c_out, spec.c_in, c_in, cp, plan.padded_n, acc, spec.in_place)
+        _k_block(plan, a, b, im.const(full), tail, full == 0, last=True)
+
+
+def _flat(c_out, c_op: Operand) -> ir.Value:
+    """A row-major C_out as one row of M * N elements."""
+    flat = ir.MemRefType.get([c_op.rows * c_op.cols], ir.Type.parse(c_op.element))
+    return memref.CollapseShapeOp(flat, c_out, ir.ArrayAttr.parse("[[0, 1]]")).result
 
 
 def _is_zero(index: ir.Value) -> ir.Value:
     return arith.CmpIOp(arith.CmpIPredicate.eq, index, im.const(0)).result
 
 
-def _k_block(plan: _Plan, a, b, kb, steps: int, first) -> None:
+def _k_block(plan: _Plan, a, b, kb, steps: int, first, last: bool = False) -> None:
     """`steps` reduction steps from kb * KC: pack them (B only if it is not packed already), then run every
     (B panel, A panel) pair."""
     spec, k0 = plan.spec, mul(kb, plan.kc)
@@ -245,24 +335,27 @@ def _k_block(plan: _Plan, a, b, kb, steps: int, first) -> None:
         b_block = 0
         panels.pack_b(spec.b, b, plan.bp, plan.nr, plan.panels_n, k0, steps, plan.kc,
                       vector_type(plan.kernel, plan.acc, plan.nv))
-    pack_a = panels.pack_a_rows if plan.kernel.a_rows else panels.pack_a_k_major
-    pack_a(spec.a, a, plan.ap, plan.mr, k0, steps, plan.kc, plan.acc)
+    if plan.a_rows is None:
+        pack_a = panels.pack_a_rows if plan.kernel.a_rows else panels.pack_a_k_major
+        pack_a(spec.a, a, plan.ap, plan.mr, k0, steps, plan.kc, plan.acc)
 
     def column_panel(jp, _):
         def row_panel(ip, _):
-            _tile(plan, ip, jp, b_block, steps, first)
+            _tile(plan, ip, jp, k0, b_block, steps, first, last)
         loop(0, plan.panels_m, 1, row_panel)
     loop(0, plan.panels_n, 1, column_panel)
 
 
 # ---------------------------------------------------------------------------------------- the kernel
 
-def _tile(plan: _Plan, ip, jp, b_block, steps: int, first) -> None:
+def _tile(plan: _Plan, ip, jp, k0, b_block, steps: int, first, last: bool = False) -> None:
     """One MR x NR block of C for one block of reduction steps, held in MR x NV vector registers."""
     kc = plan.kc
     c_at = (mul(ip, plan.mr), mul(jp, plan.nr))                    # the block's first row and column
     accs = _initial(plan, c_at, first)
-    if plan.kernel.a_rows:
+    if plan.a_rows is not None:
+        a_base, a_step, a_row = add(mul(mul(ip, plan.mr), plan.lda), k0), 1, plan.lda
+    elif plan.kernel.a_rows:
         a_base, a_step, a_row = mul(ip, plan.mr * kc), 1, kc
     else:
         a_base, a_step, a_row = mul(ip, kc * plan.mr), plan.mr, 1
@@ -282,8 +375,11 @@ def _tile(plan: _Plan, ip, jp, b_block, steps: int, first) -> None:
         accs = loop(0, main, unroll, body(unroll), accs)
     if steps % unroll:
         accs = loop(main, steps, 1, body(1), accs)
+    into, elem = plan.cp, plan.acc
+    if last and plan.out is not None:
+        into, elem = plan.out, plan.out_type
     for i, value in enumerate(accs):
-        vector.StoreOp(value, plan.cp, [_c_index(plan, c_at, i)])
+        vector.StoreOp(panels.convert(value, elem), into, [_c_index(plan, c_at, i)])
 
 
 def _c_index(plan: _Plan, c_at, i: int) -> ir.Value:
@@ -311,12 +407,13 @@ def _initial(plan: _Plan, c_at, first) -> list:
     return list(branch.results)
 
 
-def _step(plan: _Plan, a_at, a_row: int, b_at, accs: list) -> list:
+def _step(plan: _Plan, a_at, a_row, b_at, accs: list) -> list:
     """One reduction step: NV vectors of B, MR scalars of A, MR * NV multiply-adds."""
     bvecs = _load_b(plan, b_at)
     out = list(accs)
     for r in range(plan.mr):
-        scalar = memref.LoadOp(plan.ap, [add(a_at, r * a_row)]).result
+        a_src = plan.ap if plan.a_rows is None else plan.a_rows
+        scalar = memref.LoadOp(a_src, [add(a_at, mul(r, a_row))]).result
         splat = vector.BroadcastOp(plan.vtype, scalar).result
         for v in range(plan.nv):
             i = r * plan.nv + v
