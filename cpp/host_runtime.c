@@ -3,6 +3,10 @@
  * print/assert functions of device_io.c in it. */
 #include "grid.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 int spine_host_run_grid(void *entry, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads) {
     return spine_run_grid((spine_entry_fn)entry, args, gx, gy, gz, num_threads);
 }
@@ -11,3 +15,14 @@ int spine_host_num_cores(void) { return spine_num_cores(); }
 
 /* Kernels run inside the user's Python process: a fault in one must become an exception, not a crash. */
 __attribute__((constructor)) static void guard_kernels(void) { spine_grid_guard_faults(1); }
+
+/* Kernels allocate buffers of a few MiB per program (packed panels, products). glibc gives blocks that
+ * large back to the system when they are freed (mmap above its threshold, or trimming the heap's top), so
+ * every program would fault their pages in again, one fault per 4 KiB (about 2.5 us each in a VM); keep
+ * them mapped in the heap instead. */
+#ifdef __GLIBC__
+__attribute__((constructor)) static void keep_buffers_mapped(void) {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+}
+#endif
