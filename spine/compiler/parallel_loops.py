@@ -11,6 +11,9 @@ programs the grid has and how many iterations the loop has (it picks the team si
     func.call @spine_smt_parallel_begin(%programs, %iterations)
     scf.parallel (%s) = (%lb) to (%ub) step (%st) {body}
 
+Tiles the conversion allocates once, in the entry block, for every iteration to reuse (to_linalg/load.py's
+edge tiles) move into the loop: each iteration gets its own.
+
 convert-scf-to-openmp then makes it an omp.parallel around an omp.wsloop, whose LLVM translation calls
 the OpenMP runtime ABI; those calls are renamed spine_kmpc_* and implemented by cpp/parallel_loops.c.
 A marked loop with loop-carried values stays a sequential loop.
