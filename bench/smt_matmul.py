@@ -107,7 +107,7 @@ def rounds(functions: dict, count: int, clock) -> dict:
     return samples
 
 
-def host(quick: bool) -> None:
+def host(quick: bool, one_thread: bool = False) -> None:
     """One thread (process CPU time: what a loaded machine disturbs least) and all cores (wall time)."""
     triton.runtime.driver.set_active(CPUDriver(target="host"))
     roof = fma_roof()
@@ -116,7 +116,8 @@ def host(quick: bool) -> None:
     print("| threads | inputs | size | block | smt.dot (Spine) | torch.mm | torch / smt (best, median) | "
           "smt GFLOP/s (% of roof) | torch GFLOP/s | tl.dot (Spine) | torch / tl.dot (best) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for threads, clock in ((1, time.process_time), (os.cpu_count(), time.perf_counter)):
+    runs = ((1, time.process_time),) + (() if one_thread else ((os.cpu_count(), time.perf_counter),))
+    for threads, clock in runs:
         os.environ["SPINE_NUM_THREADS"] = str(threads)
         torch.set_num_threads(threads)
         for dtype in (torch.float32, torch.float16):
@@ -268,13 +269,14 @@ def main():
     which.add_argument("--host", action="store_true", help="host timings only")
     which.add_argument("--riscv64", action="store_true", help="riscv64 instruction counts only")
     which.add_argument("--team", action="store_true", help="a one-program parallel loop on 1 and 2 threads only")
+    parser.add_argument("--one-thread", action="store_true", help="host timings on one thread only")
     args = parser.parse_args()
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="spine-bench-cache-"))
     if args.team:
         team(args.quick)
         return
     if not args.riscv64:
-        host(args.quick)
+        host(args.quick, args.one_thread)
     if not args.host:
         riscv64(args.quick)
 
