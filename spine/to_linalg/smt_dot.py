@@ -41,8 +41,19 @@ def _operand(value: ir.Value) -> tuple[ir.Value, mk.Operand]:
     return value, mk.Operand(shape_of(value.type), str(element_type(value.type)))
 
 
-def _buffer(value: ir.Value, operand: mk.Operand) -> ir.Value:
-    return bufferization.ToBufferOp(operand.memref_type(), value, read_only=True).result
+BUFFER_USE = "spine.buffer_use"    # numbers every to_buffer made here (the counter lives in conv.declared)
+
+
+def _buffer(conv, value: ir.Value, operand: mk.Operand, read_only: bool = True) -> ir.Value:
+    """The tensor's buffer, for the call that follows. Bufferization does not see the call: it takes this
+    op for the tensor's last use. CSE would merge two equal to_buffer ops of one tensor (the same zero
+    accumulator of two dots, say), and the second call would then read a buffer that an op between the
+    two calls may have overwritten in place; a distinct number on each keeps them apart."""
+    use = conv.declared.get(BUFFER_USE, 0)
+    conv.declared[BUFFER_USE] = use + 1
+    op = bufferization.ToBufferOp(operand.memref_type(), value, read_only=read_only)
+    op.operation.attributes[BUFFER_USE] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), use)
+    return op.result
 
 
 def _microkernel(op):
@@ -74,13 +85,13 @@ def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kerne
     c_in, c_in_op = c_in if c_in is not None else (None, None)
     sum_type = SUM_TYPES[a_op.element]
     panels = _b_panels(conv, op, b, mk.BPanels(b_op, sum_type, kernel, _block_steps(a_op, b_op, kernel)))
-    b_arg = panels if panels is not None else _buffer(b, b_op)
+    b_arg = panels if panels is not None else _buffer(conv, b, b_op)
     kernel = kernel.for_rows(a_op.rows)
     if c_in is not None and _updates_in_place(op, c_in, c_in_op, result_type):
         spec = mk.PackedMatmul(a_op, b_op, c_in_op, None, sum_type, kernel, in_place=True,
                                b_panels=panels is not None)
-        out = bufferization.ToBufferOp(c_in_op.memref_type(), c_in).result
-        _call(conv, spec, [_buffer(a, a_op), b_arg, out])
+        out = _buffer(conv, c_in, c_in_op, read_only=False)
+        _call(conv, spec, [_buffer(conv, a, a_op), b_arg, out])
         return bufferization.ToTensorOp(result_type, out, restrict=True, writable=True).result
     shape = tuple(result_type.shape)
     out_shape = (shape[0] * shape[2], shape[1] * shape[3]) if len(shape) == 4 else shape
@@ -88,7 +99,7 @@ def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kerne
                            kernel, b_panels=panels is not None)
     out = memref.AllocOp(ir.MemRefType.get(list(out_shape), result_type.element_type), [], [],
                          alignment=mk.ALIGNMENT).result
-    inputs = [_buffer(a, a_op), b_arg] + ([_buffer(c_in, c_in_op)] if c_in is not None else [])
+    inputs = [_buffer(conv, a, a_op), b_arg] + ([_buffer(conv, c_in, c_in_op)] if c_in is not None else [])
     _call(conv, spec, inputs + [out])
     product = bufferization.ToTensorOp(ir.RankedTensorType.get(list(out_shape), result_type.element_type), out,
                                        restrict=True, writable=True).result
@@ -135,7 +146,7 @@ def _b_panels(conv, op, b: ir.Value, spec: mk.BPanels):
         with ir.InsertionPoint(converted_loop):
             panels = memref.AllocOp(mk.panels_type(spec.accumulator), [spec.size()], [],
                                     alignment=mk.ALIGNMENT).result
-            _call(conv, spec, [_buffer(b, spec.b), panels], mk.define_b_panels)
+            _call(conv, spec, [_buffer(conv, b, spec.b), panels], mk.define_b_panels)
         memo[key] = panels
     return memo[key]
 

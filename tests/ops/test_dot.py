@@ -146,3 +146,26 @@ def test_int8_packed_dot(target):
     c = torch.empty(32, 32, dtype=torch.int32)
     int8_dot_kernel[(1,)](a, b, c, BM=32, BN=32, BK=64)
     torch.testing.assert_close(c, a.int() @ b.int())
+
+
+@triton.jit
+def chained_fp8_dots_kernel(x_ptr, y_ptr, w_ptr, z_ptr):
+    rm = tl.arange(0, 32)
+    rk = tl.arange(0, 16)
+    rn = tl.arange(0, 32)
+    x = tl.load(x_ptr + rm[:, None] * 16 + rk[None, :])
+    y = tl.load(y_ptr + rk[:, None] * 32 + rn[None, :])
+    w = tl.load(w_ptr + rn[:, None] * 32 + rn[None, :])
+    z = tl.dot(x, y)
+    tl.store(z_ptr + rm[:, None] * 32 + rn[None, :], tl.dot(z.to(w.dtype), w))
+
+
+def test_two_packed_dots_with_one_zero_accumulator(target):
+    # Triton's test_dot "chain-dot" in fp8: both dots start from the same zeros, and the fp8 round trip
+    # between them writes tiles in place; the second dot must still read zeros.
+    g = torch.Generator().manual_seed(0)
+    x, y, w = ((torch.rand(shape, generator=g) * 0.5).to(torch.float8_e5m2) for shape in ((32, 16), (16, 32), (32, 32)))
+    z = torch.empty(32, 32)
+    chained_fp8_dots_kernel[(1,)](x, y, w, z)
+    expected = (x.float() @ y.float()).to(torch.float8_e5m2).float() @ w.float()
+    torch.testing.assert_close(z, expected, rtol=1e-5, atol=1e-5)
