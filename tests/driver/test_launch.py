@@ -1,6 +1,9 @@
 """The launch path: the typed kernel objects each executor loads, and the fast path (cpp/launch.cpp) that
 triton calls for every launch, against the Python launcher it falls back to."""
+import os
+import signal
 import struct
+import threading
 
 import pytest
 import torch
@@ -205,8 +208,6 @@ def test_run_message_layout():
 
 
 def test_channel_round_trip_and_errors():
-    import os
-    import threading
     from spine.driver import kernel_protocol as protocol
     request_read, request_write = os.pipe()
     reply_read, reply_write = os.pipe()
@@ -242,16 +243,24 @@ def spin_kernel(out_ptr, n: tl.int64):
 
 
 def test_ctrl_c_interrupts_a_long_launch_under_qemu():
-    import os
     import platform
-    import signal
-    import threading
     from spine.driver import CPUDriver
     if platform.machine() == "riscv64":
         pytest.skip("no QEMU on a riscv64 machine")
     triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
     out = torch.zeros(1, dtype=torch.int32)
     spin_kernel[(1,)](out, 10)
+    spin_kernel[(1,)](out, 16)   # the specialisation the long launch uses is compiled before the timer runs
+    # A process started in the background by a shell without job control inherits SIGINT ignored, and
+    # Python then installs no KeyboardInterrupt handler: install it, or the endless launch never ends.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _interrupt_long_launches(out)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupt_long_launches(out):
     hook = triton.knobs.runtime.launch_enter_hook
     for python_launcher in (False, True):   # a launch hook sends the launch through the Python launcher
         if python_launcher:
