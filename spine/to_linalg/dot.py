@@ -16,7 +16,8 @@ Where the target has a packed-matmul micro-kernel (the module's `spine.microkern
 by the pipeline from the target, compiler/microkernels.py) and the product is large enough to pay for
 packing, a 2-D dot goes through the packed matmul that smt.dot uses (smt_dot.packed_product) instead:
 operands packed into panels, a register-blocked vector inner loop. Both sum along k in order; the
-packed matmul adds the accumulator after the products rather than before (last-bit differences only).
+packed matmul may add an accumulator it does not update in place after the products rather than before
+(last-bit differences only).
 """
 from __future__ import annotations
 
