@@ -2,8 +2,9 @@
 into the runtime's device_io.c, which prints whole lines under a lock and records the first failed
 assertion for the launcher to raise. gpu.barrier (tl.debug_barrier) emits nothing: a program runs on one
 thread, whose program order already orders its own loads and stores; ordering between programs is the
-atomics' business. llvm.intr.assume (tl.assume, which Inductor's Triton templates emit) emits nothing
-either: it is a hint, and a kernel computes the same without it."""
+atomics' business. llvm.intr.assume (tl.assume, which Inductor's Triton templates emit) of a scalar becomes a call
+of LLVM's llvm.assume intrinsic, which LLVM's optimiser may use (a false assumption is undefined behaviour, as on a
+GPU); of a tensor it emits nothing: a hint, and the kernel computes the same without it."""
 from __future__ import annotations
 
 from mlir import ir
@@ -26,7 +27,11 @@ def convert_barrier(conv, op):
 
 @handles("llvm.intr.assume")
 def convert_assume(conv, op):
-    pass
+    condition = conv.concrete(op.operands[0])
+    if condition.type == ir.IntegerType.get_signless(1):
+        # A call of the intrinsic by name (LLVM reads `@llvm.assume` as it): the llvm.intr.assume op
+        # itself has memory effects that bufferization does not accept.
+        func.CallOp([], ir.FlatSymbolRefAttr.get(conv.declare("llvm.assume", [condition.type], [])), [condition])
 
 
 def string_address(conv, text: str) -> ir.Value:

@@ -18,3 +18,12 @@ def test_assume_is_a_hint(target):
     y = torch.empty(100)
     scaled_copy_kernel[(4,)](x, y, 100, 2, BLOCK=32)
     torch.testing.assert_close(y, x[::2] * 2)
+
+
+def test_assumption_on_a_scalar_reaches_llvm(target):
+    # Triton's own test_assume checks the LLVM IR for it; LLVM may then drop the branch it makes dead.
+    x = torch.randn(200)
+    y = torch.empty(100)
+    compiled = scaled_copy_kernel[(4,)](x, y, 100, 2, BLOCK=32)
+    assert "llvm.assume" in compiled.asm["llir"]
+    torch.testing.assert_close(y, x[::2] * 2)
