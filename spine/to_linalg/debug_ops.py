@@ -2,9 +2,10 @@
 into the runtime's device_io.c, which prints whole lines under a lock and records the first failed
 assertion for the launcher to raise. gpu.barrier (tl.debug_barrier) emits nothing: a program runs on one
 thread, whose program order already orders its own loads and stores; ordering between programs is the
-atomics' business. llvm.intr.assume (tl.assume, which Inductor's Triton templates emit) of a scalar becomes a call
-of LLVM's llvm.assume intrinsic, which LLVM's optimiser may use (a false assumption is undefined behaviour, as on a
-GPU); of a tensor it emits nothing: a hint, and the kernel computes the same without it."""
+atomics' business. llvm.intr.assume (tl.assume, which Inductor's Triton templates emit) of a scalar
+becomes a call of LLVM's llvm.assume intrinsic, which LLVM's optimiser may use (a false assumption is
+undefined behaviour, as on a GPU); of a tensor it emits nothing: a hint, and the kernel computes the
+same without it."""
 from __future__ import annotations
 
 from mlir import ir
