@@ -43,6 +43,10 @@ KNOWN_FAILURES = (
     KnownFailure(r"test_core\.py::test_const\[call-False-(True|False)\]",
                  "expects the newer frontend's message 'Return type mismatch'; triton 3.6's code generator raises "
                  "'Inconsistent return types: const_pointer<fp32> and pointer<fp32>' for the same error", "frontend"),
+    KnownFailure(r"test_core\.py::test_load_cache_modifier\[\.cs\]",
+                 "a load with cache_modifier='.cs': triton 3.6's semantic knows '.cs' only for stores "
+                 "(_str_to_load_cache_modifier raises 'Cache modifier .cs not supported' while the frontend "
+                 "builds the kernel, before any backend runs)", "frontend"),
     KnownFailure(r"test_standard\.py::test_(squeeze|unsqueeze)\[.*\]",
                  "tl.squeeze / tl.unsqueeze do not exist in triton 3.6 (AttributeError; also under TRITON_INTERPRET=1)",
                  "frontend"),
