@@ -1,7 +1,15 @@
-"""Names the conversion writes into IR text for the lowering to find again: the one place both stages
-agree on, so neither imports the other."""
+"""Names one stage writes into IR text for a later stage to find again: the one place the stages agree
+on, so that none imports another."""
 
 # tt.atomic_cas becomes a call to `<CAS_FUNCTION>.<element type>`; after bufferization the lowering
 # replaces each call with a memref.generic_atomic_rmw (compiler/atomic_expansion.py), which bufferization
 # could not see through had it been emitted directly.
 CAS_FUNCTION = "spine.atomic_cas"
+
+# On an scf.for: an smt.parallel loop (the frontend's mark, language/smt/parallel_loop.py), kept by the
+# conversion for the lowering to run on threads (compiler/parallel_loops.py).
+PARALLEL_LOOP = "smt.parallel_arg0"
+
+# On the TTIR module: the target's packed-matmul micro-kernel (compiler/ttir.py records it, to_linalg/dot.py
+# lowers tt.dot to it).
+MICROKERNEL_ATTRIBUTE = "spine.microkernel"

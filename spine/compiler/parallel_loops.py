@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import re
 
-PARALLEL_MARK = "smt.parallel_arg0"
+from ..ir_names import PARALLEL_LOOP
+
 TO_OPENMP = "convert-scf-to-openmp"
 OPENMP_TO_LLVM = "convert-openmp-to-llvm"
 BEGIN = "spine_smt_parallel_begin"
@@ -34,7 +35,7 @@ def to_parallel(module) -> bool:
     loops = []
 
     def collect(op):
-        if op.operation.name == "scf.for" and PARALLEL_MARK in op.operation.attributes:
+        if op.operation.name == "scf.for" and PARALLEL_LOOP in op.operation.attributes:
             loops.append(op.operation)
         return ir.WalkResult.ADVANCE
     module.operation.walk(collect)

@@ -31,6 +31,7 @@ def record_microkernel(mod, triple: str, cpu: str, features: str) -> None:
     conversion, which sees only TTIR, can lower tt.dot to it (to_linalg/dot.py)."""
     from triton._C.libtriton import ir
 
+    from ..ir_names import MICROKERNEL_ATTRIBUTE
     from .microkernels import choose
     kernel = choose(triple, cpu, features)
-    mod.set_attr("spine.microkernel", ir.builder(mod.context).get_string_attr(kernel.name))
+    mod.set_attr(MICROKERNEL_ATTRIBUTE, ir.builder(mod.context).get_string_attr(kernel.name))

@@ -39,6 +39,7 @@ from mlir import ir
 
 from ..compiler.microkernels import MICROKERNELS
 from ..errors import SpineCompilationError
+from ..ir_names import MICROKERNEL_ATTRIBUTE
 # Importing the handler modules registers them.
 from . import (arith, atomics, block_pointers, control_flow, debug_ops, dot, extern, function,  # noqa: F401
                indexing, load, pointers, reduce, scan, store, tensor_ops)
@@ -75,9 +76,6 @@ def _kernel_function(module: ir.Module):
     if len(funcs) != 1:
         raise SpineCompilationError(f"expected one kernel function after inlining, found {len(funcs)}")
     return funcs[0]
-
-
-MICROKERNEL_ATTRIBUTE = "spine.microkernel"   # on the TTIR module: the target's packed-matmul kernel
 
 
 def _microkernel(module: ir.Module):

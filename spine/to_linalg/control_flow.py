@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from mlir import ir
 from mlir.dialects import linalg, scf
 
+from ..ir_names import PARALLEL_LOOP
 from . import index_math as im
 from . import materialize
 from . import smt_threads  # noqa: F401  (registers the lowerings of the smt barrier calls)
@@ -157,10 +158,6 @@ def _convert_body(conv, block: ir.Block):
     for inner in body:
         conv.convert_op(inner)
     return terminator
-
-
-# The mark of an smt.parallel loop's scf.for (spine/language/smt/parallel_loop.py).
-PARALLEL_LOOP = "smt.parallel_arg0"
 
 
 @handles("scf.for")
