@@ -96,15 +96,36 @@ void spine_fault_guard_thread_init(void) {
 }
 
 int spine_guarded_call(void (*body)(void *), void *ctx, spine_fault_t *fault) {
+    /* Guards nest (a parallel loop inside a guarded program): the outer one is back in force afterwards. */
     sigjmp_buf jump;
+    sigjmp_buf *outer_jump = active_jump;
+    spine_fault_t *outer_fault = active_fault;
     spine_fault_guard_thread_init();
     fault->signal = 0;
-    if (sigsetjmp(jump, 1)) return 1;
+    if (sigsetjmp(jump, 1)) {
+        active_fault = outer_fault;
+        active_jump = outer_jump;
+        return 1;
+    }
     active_fault = fault;
     active_jump = &jump;
     body(ctx);
-    active_jump = NULL;
+    active_fault = outer_fault;
+    active_jump = outer_jump;
     return 0;
+}
+
+int spine_fault_guard_active(void) { return active_jump != NULL; }
+
+void spine_fault_raise(const spine_fault_t *fault) {
+    sigjmp_buf *jump = active_jump;
+    if (!jump) {
+        raise(fault->signal);   /* unguarded: the fault's usual end (or report) */
+        abort();
+    }
+    active_jump = NULL;
+    *active_fault = *fault;
+    siglongjmp(*jump, 1);
 }
 
 static const char *signal_name(int sig) {

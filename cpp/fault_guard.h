@@ -20,6 +20,13 @@ void spine_fault_guard_install(void);
  * is abandoned where it stood: memory it allocated is lost and locks it held stay held. */
 int spine_guarded_call(void (*body)(void *), void *ctx, spine_fault_t *fault);
 
+/* Whether the calling thread runs guarded code now. */
+int spine_fault_guard_active(void);
+
+/* Ends the calling thread's guarded code as if `fault` had happened here (a fault caught on another thread
+ * working for it); without a guard, raises the fault's signal. */
+void spine_fault_raise(const spine_fault_t *fault);
+
 /* Gives the calling thread an alternate signal stack if it has none, so a fault from stack overflow can
  * still be handled. */
 void spine_fault_guard_thread_init(void);

@@ -17,7 +17,11 @@
  * smt barriers count arrivals; a wait returns once the count reaches the barrier's expected count. Waits
  * that can never complete are detected instead of hanging: when every thread of the team is waiting or
  * has finished its iterations and the count is still short, no arrival can come; the wait then records
- * an assertion failure (raised by the launch) and returns. */
+ * an assertion failure (raised by the launch) and returns.
+ *
+ * In the user's process (guarded launches) a fault on any thread of the team ends that thread's share
+ * only; the others stop waiting at barriers, and once all are done the program's own thread takes the
+ * first fault as its own, so the launch raises it like any other. */
 #define _GNU_SOURCE
 #include "grid.h"
 #include "device_io.h"
@@ -45,6 +49,9 @@ typedef struct {
     _Atomic int finished;       /* threads that returned from the microtask */
     _Atomic int at_barrier;     /* threads in the current team barrier */
     _Atomic int barrier_round;
+    int guarded;                /* the program's thread runs under the fault guard: so does every member */
+    _Atomic int faulted;        /* a member faulted; the first fault is kept below */
+    spine_fault_t fault;
 } team_t;
 
 typedef struct {
@@ -101,11 +108,7 @@ int32_t spine_smt_num_threads(int32_t programs) {
     return current_team != NULL ? current_team->size : team_size_for(programs, INT64_MAX);
 }
 
-static void run_member(team_t *team, int index) {
-    team_t *outer_team = current_team;     /* a loop inside another's iteration runs on a team of one */
-    int outer_index = team_index;
-    current_team = team;
-    team_index = index;
+static void call_microtask(team_t *team, int index) {
     int32_t gtid = index, btid = index;
     void **a = team->args;
     switch (team->argc) {
@@ -118,6 +121,21 @@ static void run_member(team_t *team, int index) {
     case 6: team->fn(&gtid, &btid, a[0], a[1], a[2], a[3], a[4], a[5]); break;
     case 7: team->fn(&gtid, &btid, a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break;
     default: team->fn(&gtid, &btid, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); break;
+    }
+}
+
+static void call_microtask_thunk(void *team) { call_microtask(team, team_index); }
+
+static void run_member(team_t *team, int index) {
+    team_t *outer_team = current_team;     /* a loop inside another's iteration runs on a team of one */
+    int outer_index = team_index;
+    current_team = team;
+    team_index = index;
+    spine_fault_t fault;
+    if (!team->guarded) {
+        call_microtask(team, index);
+    } else if (spine_guarded_call(call_microtask_thunk, team, &fault) && !atomic_exchange(&team->faulted, 1)) {
+        team->fault = fault;
     }
     current_team = outer_team;
     team_index = outer_index;
@@ -185,6 +203,7 @@ void spine_kmpc_fork_call(void *loc, int32_t argc, microtask_t fn, ...) {
     helper_t *taken[MAX_HELPERS];
     int got = wanted ? take_helpers(taken, wanted) : 0;
     team.size = 1 + got;
+    team.guarded = spine_fault_guard_active();
     for (int i = 0; i < got; i++) {
         pthread_mutex_lock(&taken[i]->lock);
         taken[i]->team = &team;
@@ -194,6 +213,7 @@ void spine_kmpc_fork_call(void *loc, int32_t argc, microtask_t fn, ...) {
     }
     run_member(&team, 0);
     for (int round = 0; atomic_load(&team.finished) < team.size; round++) pause_briefly(round);
+    if (atomic_load(&team.faulted)) spine_fault_raise(&team.fault);
 }
 
 int32_t spine_kmpc_global_thread_num(void *loc) {
@@ -239,7 +259,8 @@ void spine_kmpc_barrier(void *loc, int32_t gtid) {
         atomic_fetch_add(&team->barrier_round, 1);
         return;
     }
-    for (int round = 0; atomic_load(&team->barrier_round) == round_seen; round++) pause_briefly(round);
+    for (int round = 0; atomic_load(&team->barrier_round) == round_seen && !atomic_load(&team->faulted); round++)
+        pause_briefly(round);
 }
 
 /* ------------------------------------------------------------------------------------------ smt barriers */
@@ -276,7 +297,7 @@ void spine_smt_barrier_wait(int64_t handle) {
     int size = team ? team->size : 1;
     if (team) atomic_fetch_add(&team->blocked, 1);
     for (int round = 0;; round++) {
-        if (complete(b)) break;
+        if (complete(b) || (team && atomic_load(&team->faulted))) break;
         if ((team ? atomic_load(&team->blocked) : 1) >= size && !complete(b)) {
             spine_assert_fail((int64_t)(intptr_t)never_arrives, -1, -1, -1, 0);
             break;

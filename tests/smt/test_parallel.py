@@ -1,5 +1,5 @@
 """smt.parallel on threads: iterations in flight at once, the team size, barriers (ordered by arrivals,
-never hanging), spine-triton's SPLIT_M / SPLIT_MN matmul with one program (so its loop gets a team),
+never hanging), a fault on any thread of a team raised by the launch, spine-triton's SPLIT_M / SPLIT_MN matmul with one program (so its loop gets a team),
 and the mark that only smt.parallel loops carry."""
 import os
 
@@ -9,7 +9,8 @@ import triton
 import triton.language as tl
 import triton.language.extra.smt as smt
 
-from spine.errors import DeviceAssertionError
+from spine.errors import DeviceAssertionError, KernelFault
+from tests.kernels import add_kernel
 
 from .test_smt_mm import check, smt_mm
 
@@ -87,6 +88,33 @@ def test_barriers_order_iterations(target):
     out = torch.zeros(4, 256, dtype=torch.int32)
     ordered_kernel[(1,)](out, N=256)
     assert torch.equal(out, torch.arange(1, 5, dtype=torch.int32)[:, None].expand(4, 256))
+
+
+@triton.jit
+def wild_iteration_kernel(out_ptr, faulting, far):
+    """Iteration `faulting` stores far outside `out`; its partner waits for an arrival that never comes."""
+    bar = smt.mbarrier(expect_count=2)
+    for s in smt.parallel(0, 2):
+        tl.store(out_ptr + s + tl.where(s == faulting, far, 0), s + 1)
+        smt.barrier_arrive(bar)
+        smt.barrier_wait(bar)
+
+
+@needs_two_cores
+@pytest.mark.parametrize("faulting", [0, 1], ids=["program_thread", "helper_thread"])
+def test_a_fault_on_any_thread_of_a_team_is_raised(target, faulting):
+    """One program, so its loop runs on a team of two: iteration 0 on the program's own thread, 1 on a
+    helper. Either one faulting raises KernelFault (not a dead process), and the next launches work."""
+    out = torch.zeros(2, dtype=torch.int32)
+    for _ in range(2):
+        with pytest.raises(KernelFault, match="wild_iteration_kernel.*SIGSEGV"):
+            wild_iteration_kernel[(1,)](out, faulting, 1 << 42)
+    wild_iteration_kernel[(1,)](out, faulting, 0)
+    assert out.tolist() == [1, 2]
+    x = torch.rand(100)
+    y = torch.empty(100)
+    add_kernel[(2,)](x, x, y, 100, BLOCK=64)
+    torch.testing.assert_close(y, 2 * x)
 
 
 @pytest.mark.parametrize("split", ["split_m", "split_mn"])
