@@ -12,7 +12,7 @@ The scheme is GotoBLAS's, at the size of one smt.dot (panel layouts in smt_panel
     for each block of KC reduction steps:
         pack it: B into column panels of NR = NV * VL columns, A into row panels of MR rows
         for each B panel (KC x NR: it stays in L1 across the A panels):
-            for each A panel:
+            for each A panel (the last one's register block has only its rows: M need not divide by MR):
                 acc[MR][NV] = C panel so far (zero in the first block)      MR x NV vector registers
                 for k in the block:
                     b[v] = Bp[j][k][v*VL:(v+1)*VL]       NV vector loads (one whole-group load on RVV)
@@ -24,7 +24,7 @@ The scheme is GotoBLAS's, at the size of one smt.dot (panel layouts in smt_panel
 Packing widens the inputs to the accumulator type (fp16/bf16 -> fp32, int8 -> int32), so the inner loop is
 the same for every input type. Two copies are skipped where the layout allows (x86, fixed vector width):
 A of the sums' type is read in place, its rows at their own stride, when its columns have unit stride
-(checked at run time; the packed path stays for the others); and when the register blocks tile a
+(checked at run time; the packed path stays for the others); and when the B panels tile the columns of a
 row-major C_out exactly, the accumulators are stored into C_out itself (in the last block of steps, or in
 every block when C_out has the sums' type), without C panels and their write-back.
 """
@@ -140,13 +140,13 @@ class _Plan:
 
     @property
     def direct(self) -> bool:
-        """Whether the register blocks tile C_out exactly and C_out is a row-major matrix of the product
+        """Whether the B panels tile C_out's columns exactly and C_out is a row-major matrix of the product
         alone: then the last block of reduction steps stores the accumulators into C_out itself (no C panels
         to write back), and every block does when C_out has the accumulator's type."""
         spec, kernel = self.spec, self.kernel
         nr = kernel.vectors * ir.VectorType(self.vtype).shape[0]
         return (not kernel.scalable and not spec.in_place and spec.c_in is None and not spec.c_out.packed
-                and spec.a.rows % self.mr == 0 and spec.b.cols % nr == 0)
+                and spec.b.cols % nr == 0)
 
     @property
     def a_in_place(self) -> bool:
@@ -154,8 +154,7 @@ class _Plan:
         read row by row (the micro-kernel broadcasts MR scalars at a row's distance from each other, from
         L2 like a packed panel's rows)."""
         spec = self.spec
-        return (self.kernel.a_rows and not spec.a.packed and ir.Type.parse(spec.a.element) == self.acc
-                and spec.a.rows % self.mr == 0)
+        return self.kernel.a_rows and not spec.a.packed and ir.Type.parse(spec.a.element) == self.acc
 
     @property
     def c_panels(self) -> bool:
@@ -171,6 +170,12 @@ class _Plan:
     @property
     def panels_m(self) -> int:
         return -(-self.spec.a.rows // self.mr)
+
+    @property
+    def last_rows(self) -> int:
+        """Rows of the last A panel: a register block of fewer rows computes them, so no row past M is
+        computed, read or stored."""
+        return self.spec.a.rows - (self.panels_m - 1) * self.mr
 
 
 def vector_type(kernel: MicroKernel, acc: ir.Type, vectors: int = 1) -> ir.Type:
@@ -340,19 +345,22 @@ def _k_block(plan: _Plan, a, b, kb, steps: int, first, last: bool = False) -> No
         pack_a(spec.a, a, plan.ap, plan.mr, k0, steps, plan.kc, plan.acc)
 
     def column_panel(jp, _):
-        def row_panel(ip, _):
-            _tile(plan, ip, jp, k0, b_block, steps, first, last)
-        loop(0, plan.panels_m, 1, row_panel)
+        full = plan.panels_m - (plan.last_rows < plan.mr)
+        if full:
+            loop(0, full, 1, lambda ip, _: _tile(plan, ip, jp, k0, b_block, steps, first, last))
+        if full < plan.panels_m:
+            _tile(plan, im.const(full), jp, k0, b_block, steps, first, last, plan.last_rows)
     loop(0, plan.panels_n, 1, column_panel)
 
 
 # ---------------------------------------------------------------------------------------- the kernel
 
-def _tile(plan: _Plan, ip, jp, k0, b_block, steps: int, first, last: bool = False) -> None:
-    """One MR x NR block of C for one block of reduction steps, held in MR x NV vector registers."""
-    kc = plan.kc
+def _tile(plan: _Plan, ip, jp, k0, b_block, steps: int, first, last: bool = False, rows: int = 0) -> None:
+    """One MR x NR block of C (`rows` x NR for the last rows) for one block of reduction steps, held in
+    MR x NV vector registers."""
+    kc, rows = plan.kc, rows or plan.mr
     c_at = (mul(ip, plan.mr), mul(jp, plan.nr))                    # the block's first row and column
-    accs = _initial(plan, c_at, first)
+    accs = _initial(plan, c_at, first, rows)
     if plan.a_rows is not None:
         a_base, a_step, a_row = add(mul(mul(ip, plan.mr), plan.lda), k0), 1, plan.lda
     elif plan.kernel.a_rows:
@@ -368,7 +376,7 @@ def _tile(plan: _Plan, ip, jp, k0, b_block, steps: int, first, last: bool = Fals
             for u in range(count):
                 step = add(t, u)
                 carried = _step(plan, add(a_base, mul(step, a_step)), a_row, add(b_base, mul(step, plan.nr)),
-                                carried)
+                                carried, rows)
             return carried
         return run
     if main:
@@ -389,9 +397,9 @@ def _c_index(plan: _Plan, c_at, i: int) -> ir.Value:
     return add(mul(add(row, r), plan.padded_n), col, mul(v, plan.vl))
 
 
-def _initial(plan: _Plan, c_at, first) -> list:
+def _initial(plan: _Plan, c_at, first, rows: int) -> list:
     """The accumulators: zero in the first block of reduction steps, else the C panel so far."""
-    count = plan.mr * plan.nv
+    count = rows * plan.nv
     if first is True:
         return [vector.BroadcastOp(plan.vtype, panels.zero(plan.acc)).result] * count
 
@@ -407,11 +415,11 @@ def _initial(plan: _Plan, c_at, first) -> list:
     return list(branch.results)
 
 
-def _step(plan: _Plan, a_at, a_row, b_at, accs: list) -> list:
-    """One reduction step: NV vectors of B, MR scalars of A, MR * NV multiply-adds."""
+def _step(plan: _Plan, a_at, a_row, b_at, accs: list, rows: int) -> list:
+    """One reduction step: NV vectors of B, `rows` scalars of A, rows * NV multiply-adds."""
     bvecs = _load_b(plan, b_at)
     out = list(accs)
-    for r in range(plan.mr):
+    for r in range(rows):
         a_src = plan.ap if plan.a_rows is None else plan.a_rows
         scalar = memref.LoadOp(a_src, [add(a_at, mul(r, a_row))]).result
         splat = vector.BroadcastOp(plan.vtype, scalar).result
