@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from mlir import ir
-from mlir.dialects import arith, func, scf
+from mlir.dialects import arith, scf
 
 from ..errors import OutOfBoundsError
 from . import builders as b
@@ -179,10 +179,8 @@ def _report(conv, op, base: ir.Value, offset, access: str) -> None:
     index = conv.argument_of[base]
     text = (f"{OutOfBoundsError.MARKER}{access} '{conv.bounds.names[index]}' in kernel '{conv.kernel_name}' "
             f"at {describe_location(op.location)}")
-    i32, i64 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)
-    callee = conv.declare(FAIL_FUNCTION, [i64, i32, i32, i32, i64, i64], [])
-    func.CallOp([], ir.FlatSymbolRefAttr.get(callee),
-                [string_address(conv, text), *conv.program_ids[:3], _as_i64(offset), _as_i64(_extent(conv, base))])
+    conv.call(FAIL_FUNCTION,
+              [string_address(conv, text), *conv.program_ids[:3], _as_i64(offset), _as_i64(_extent(conv, base))])
 
 
 def _as_i64(value) -> ir.Value:

@@ -126,6 +126,13 @@ class Converter:
             self.declared[name] = decl
         return name
 
+    def call(self, symbol: str, args: list, results=()) -> list:
+        """A call of a function outside the kernel (the runtime's, the C library's, an LLVM intrinsic by
+        name), declared on first use with the arguments' types; its results."""
+        from mlir.dialects import func
+        self.declare(symbol, [a.type for a in args], list(results))
+        return list(func.CallOp(list(results), ir.FlatSymbolRefAttr.get(symbol), list(args)).results)
+
     # ------------------------------------------------------------------------------------------ errors
     def unsupported(self, op, detail: str = "") -> SpineCompilationError:
         what = f"unsupported operation '{op.operation.name}'"

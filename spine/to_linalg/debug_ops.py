@@ -9,7 +9,7 @@ same without it."""
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, func, memref, scf, tensor
+from mlir.dialects import arith, memref, scf, tensor
 
 from . import builders as b
 from . import index_math as im
@@ -32,7 +32,7 @@ def convert_assume(conv, op):
     if condition.type == ir.IntegerType.get_signless(1):
         # A call of the intrinsic by name (LLVM reads `@llvm.assume` as it): the llvm.intr.assume op
         # itself has memory effects that bufferization does not accept.
-        func.CallOp([], ir.FlatSymbolRefAttr.get(conv.declare("llvm.assume", [condition.type], [])), [condition])
+        conv.call("llvm.assume", [condition])
 
 
 def string_address(conv, text: str) -> ir.Value:
@@ -83,22 +83,17 @@ def convert_print(conv, op):
         operand_no = arith.ConstantOp(I32(), k if many else -1).result
         if isinstance(elem, ir.IntegerType):
             is_signed = bool(signed[k]) if k < len(signed) else True
-            callee = conv.declare("spine_print_i64", [I64(), I32(), I32(), I32(), I64(), I32(), I64(), I32(), I32()], [])
-
             def emit(element, index, is_signed=is_signed):
                 wide = element if elem.width == 64 else (
                     arith.ExtSIOp(I64(), element).result if is_signed and elem.width > 1
                     else arith.ExtUIOp(I64(), element).result)
-                func.CallOp([], ir.FlatSymbolRefAttr.get(callee),
-                            [prefix, *pids, index, operand_no, wide,
-                             arith.ConstantOp(I32(), int(is_signed)).result,
-                             arith.ConstantOp(I32(), int(hex_output)).result])
+                conv.call("spine_print_i64", [prefix, *pids, index, operand_no, wide,
+                                              arith.ConstantOp(I32(), int(is_signed)).result,
+                                              arith.ConstantOp(I32(), int(hex_output)).result])
         else:
-            callee = conv.declare("spine_print_f64", [I64(), I32(), I32(), I32(), I64(), I32(), ir.F64Type.get()], [])
-
             def emit(element, index):
                 wide = element if isinstance(elem, ir.F64Type) else arith.ExtFOp(ir.F64Type.get(), element).result
-                func.CallOp([], ir.FlatSymbolRefAttr.get(callee), [prefix, *pids, index, operand_no, wide])
+                conv.call("spine_print_f64", [prefix, *pids, index, operand_no, wide])
         _each_element(value, emit)
 
 
@@ -106,7 +101,6 @@ def convert_print(conv, op):
 def convert_assert(conv, op):
     text = f"{describe_location(op.location)}: {ir.StringAttr(op.attributes['message']).value}"
     message = string_address(conv, text)
-    callee = conv.declare("spine_assert_fail", [I64(), I32(), I32(), I32(), I64()], [])
     condition = conv.concrete(op.operands[0])
     if shape_of(condition.type):
         from .memory import mask_bit, mask_bytes
@@ -114,15 +108,15 @@ def convert_assert(conv, op):
         shape = shape_of(condition.type)
 
         def check(ivs):
-            _fail_unless(mask_bit(condition, ivs), callee, message, conv.program_ids[:3], _linear_index(ivs, shape))
+            _fail_unless(conv, mask_bit(condition, ivs), message, conv.program_ids[:3], _linear_index(ivs, shape))
         b.loop_nest(shape, check)
     else:
-        _fail_unless(condition, callee, message, conv.program_ids[:3], arith.ConstantOp(I64(), -1).result)
+        _fail_unless(conv, condition, message, conv.program_ids[:3], arith.ConstantOp(I64(), -1).result)
 
 
-def _fail_unless(ok: ir.Value, callee: str, message: ir.Value, pids, index: ir.Value) -> None:
+def _fail_unless(conv, ok: ir.Value, message: ir.Value, pids, index: ir.Value) -> None:
     failed = arith.XOrIOp(ok, arith.ConstantOp(ok.type, 1).result).result
     branch = scf.IfOp(failed)
     with ir.InsertionPoint(branch.then_block):
-        func.CallOp([], ir.FlatSymbolRefAttr.get(callee), [message, *pids, index])
+        conv.call("spine_assert_fail", [message, *pids, index])
         scf.YieldOp([])

@@ -14,7 +14,7 @@ still move across a scope boundary (elementwise ops fuse into the loads or store
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, func
+from mlir.dialects import arith
 
 from .converter import handles
 from .debug_ops import string_address
@@ -52,8 +52,6 @@ def _is_start(op) -> bool:
 def convert_record(conv, op):
     if not records_wanted(op):
         return
-    i32, i64 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)
     name = string_address(conv, ir.StringAttr(op.attributes["name"]).value)
-    callee = conv.declare(RECORD_FUNCTION, [i64, i32, i32, i32, i32], [])
-    is_start = arith.ConstantOp(i32, int(_is_start(op))).result
-    func.CallOp([], ir.FlatSymbolRefAttr.get(callee), [name, is_start, *conv.program_ids[:3]])
+    is_start = arith.ConstantOp(ir.IntegerType.get_signless(32), int(_is_start(op))).result
+    conv.call(RECORD_FUNCTION, [name, is_start, *conv.program_ids[:3]])

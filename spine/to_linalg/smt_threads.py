@@ -14,17 +14,12 @@ frame, which outlives the parallel loops that use it (their threads run while th
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, func, memref
+from mlir.dialects import arith, memref
 
 from .smt_calls import callee, lowers, reserved_kind
 
 I32 = lambda: ir.IntegerType.get_signless(32)   # noqa: E731
 I64 = lambda: ir.IntegerType.get_signless(64)   # noqa: E731
-
-
-def _call(conv, symbol: str, args: list, results: list) -> list:
-    conv.declare(symbol, [a.type for a in args], results)
-    return list(func.CallOp(results, ir.FlatSymbolRefAttr.get(symbol), args).results)
 
 
 @lowers("mbarrier")
@@ -33,23 +28,23 @@ def convert_mbarrier(conv, op):
         state = memref.AllocaOp(ir.MemRefType.get([8], I64()), [], [], alignment=64).result
     address = memref.ExtractAlignedPointerAsIndexOp(state).result
     handle = arith.IndexCastOp(I64(), address).result
-    _call(conv, "spine_smt_barrier_init", [handle, conv.concrete(op.operands[0])], [])
+    conv.call("spine_smt_barrier_init", [handle, conv.concrete(op.operands[0])], [])
     conv.bind(op.results[0], handle)
 
 
 @lowers("barrier_arrive", "barrier_wait")
 def convert_arrive_or_wait(conv, op):
     kind = reserved_kind(callee(op))
-    _call(conv, f"spine_smt_{kind}", [conv.concrete(op.operands[0])], [])
+    conv.call(f"spine_smt_{kind}", [conv.concrete(op.operands[0])], [])
 
 
 @lowers("barrier_set_expect")
 def convert_set_expect(conv, op):
-    _call(conv, "spine_smt_barrier_set_expect", [conv.concrete(v) for v in op.operands], [])
+    conv.call("spine_smt_barrier_set_expect", [conv.concrete(v) for v in op.operands], [])
 
 
 @lowers("num_threads")
 def convert_num_threads(conv, op):
     nx, ny, nz = conv.program_ids[3:6]
     programs = arith.MulIOp(arith.MulIOp(nx, ny).result, nz).result
-    conv.bind(op.results[0], _call(conv, "spine_smt_num_threads", [programs], [I32()])[0])
+    conv.bind(op.results[0], conv.call("spine_smt_num_threads", [programs], [I32()])[0])
