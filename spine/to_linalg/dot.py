@@ -61,12 +61,16 @@ def _packed_kernel(conv, a: ir.Value, b: ir.Value, acc: ir.Value):
 @handles("tt.dot")
 def convert_dot(conv, op):
     a, bb, acc = (conv.concrete(v) for v in op.operands)
-    kernel = _packed_kernel(conv, a, bb, acc)
+    conv.bind(op.results[0], product(conv, op, a, bb, acc))
+
+
+def product(conv, op, a: ir.Value, bb: ir.Value, acc: ir.Value, packed: bool = True) -> ir.Value:
+    """acc + a @ bb for the TTIR op `op` (tt.dot, or tt.dot_scaled once its operands are decoded), through
+    the packed matmul where it pays and `packed` allows it."""
+    kernel = _packed_kernel(conv, a, bb, acc) if packed else None
     if kernel is not None:
-        conv.bind(op.results[0], smt_dot.packed_product(conv, op, smt_dot.operand(a), smt_dot.operand(bb),
-                                                        smt_dot.operand(acc), ir.RankedTensorType(acc.type),
-                                                        kernel))
-        return
+        return smt_dot.packed_product(conv, op, smt_dot.operand(a), smt_dot.operand(bb), smt_dot.operand(acc),
+                                      ir.RankedTensorType(acc.type), kernel)
     rank = len(ir.RankedTensorType(a.type).shape)
     out_type = acc.type
     if element_type(acc.type) in (ir.F16Type.get(), ir.BF16Type.get()):
@@ -97,6 +101,6 @@ def convert_dot(conv, op):
     result = generic.results[0]
     if result.type != out_type:
         result = arith.TruncFOp(out_type, result).result
-    conv.bind(op.results[0], result)
+    return result
 
 
