@@ -6,6 +6,7 @@ Where each TTIR op is handled:
     tt.trans, tt.reshape, tt.join, tt.split, tt.cat              tensor_ops.py
     tt.gather, tt.histogram                                      indexing.py
     tt.dot                                                       dot.py (packed: smt_dot.py)
+    tt.dot_scaled (microscaled fp8/fp4 operands)                 dot_scaled.py (then dot.py)
     tt.addptr, tt.bitcast                                        pointers.py
     tt.make_tensor_ptr, tt.advance (block pointers)              block_pointers.py
     tt.load / tt.store                                           load.py / store.py
@@ -41,8 +42,8 @@ from ..compiler.microkernels import MICROKERNELS
 from ..errors import SpineCompilationError
 from ..ir_names import MICROKERNEL_ATTRIBUTE
 # Importing the handler modules registers them.
-from . import (arith, atomics, block_pointers, control_flow, debug_ops, dot, extern, function,  # noqa: F401
-               indexing, load, pointers, reduce, scan, store, tensor_ops)
+from . import (arith, atomics, block_pointers, control_flow, debug_ops, dot, dot_scaled, extern,  # noqa: F401
+               function, indexing, load, pointers, reduce, scan, store, tensor_ops)
 from . import branches, calls, float_ops, fp8, proton_record  # noqa: F401
 from . import smt_calls, smt_dot, smt_rewrites, smt_scratch, smt_views  # noqa: F401
 from .bounds import BoundsCheck, extent_kinds
