@@ -72,9 +72,6 @@ KNOWN_FAILURES = (
     KnownFailure(r"test_tensor_descriptor\.py::test_tensor_descriptor_batched_gemm_3d_tma",
                  "calls torch.cuda.synchronize() after the kernel ('Torch not compiled with CUDA enabled')", "gpu"),
     # ---- spine: ours, not fixed yet
-    KnownFailure(r"test_tensor_descriptor\.py::test_mxfp8_mxfp4_matmul_tma\[.*\]",
-                 "tl.dot_scaled (tt.dot_scaled: microscaled fp8/fp4 operands with e8m0 scales) is not supported "
-                 "by the conversion", "spine"),
 )
 
 
