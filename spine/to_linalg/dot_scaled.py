@@ -31,8 +31,9 @@ from .converter import handles
 from .tensor_ops import _reassociation
 from .types import element_type, shape_of
 
-# triton's ScaleDotElemType; e2m3 and e3m2 (fp6) are in the enum but tl.dot_scaled does not accept them.
+# triton's ScaleDotElemType; its fp6 formats are not taken (tl.dot_scaled does not accept them either).
 FORMATS = {0: "e4m3", 1: "e5m2", 4: "e2m1", 5: "bf16", 6: "fp16"}
+FP6 = {2: "e2m3", 3: "e3m2"}
 FP8 = {"e4m3": fp8.FORMATS["f8E4M3FN"], "e5m2": fp8.FORMATS["f8E5M2"]}
 # e2m1 (no inf, no NaN) decoded by fp8.decode once its sign bit is moved to bit 7: the other bits stay
 # where an e2m1 byte has them, so the "fn" NaN code (0x7F) never occurs.
@@ -56,7 +57,7 @@ def convert_dot_scaled(conv, op):
 def _format(conv, op, name: str) -> str:
     code = ir.IntegerAttr(op.attributes[name]).value
     if code not in FORMATS:
-        raise conv.unsupported(op, f"operand format {code} of triton's ScaleDotElemType")
+        raise conv.unsupported(op, f"{FP6[code]} (fp6) operands" if code in FP6 else f"operand format {code}")
     return FORMATS[code]
 
 
