@@ -207,3 +207,23 @@ def test_operands_fixed_across_the_loop(target):
     fixed_operands_kernel[(1,)](a, a_scale, b, b_scale, c, M=32, N=32, K=64, REPEAT=2)
     expected, magnitude = reference(a, a_scale, "e5m2", 1, b, b_scale, "e2m1", 0)
     assert_matches(c, 2 * expected, 2 * magnitude)
+
+
+@triton.jit
+def batched_kernel(a_ptr, b_ptr, c_ptr, B: tl.constexpr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    """A 3-D dot_scaled (without scales: triton takes only 2-D ones) of e2m1 a [B, M, K / 2] and bf16 b."""
+    rb = tl.arange(0, B)[:, None, None]
+    rm = tl.arange(0, M)[None, :, None]
+    rn = tl.arange(0, N)[None, None, :]
+    a = tl.load(a_ptr + rb * M * (K // 2) + rm * (K // 2) + tl.arange(0, K // 2)[None, None, :])
+    b = tl.load(b_ptr + rb * K * N + tl.arange(0, K)[None, :, None] * N + rn)
+    tl.store(c_ptr + rb * M * N + rm * N + rn, tl.dot_scaled(a, None, "e2m1", b, None, "bf16"))
+
+
+def test_batched(target):
+    a = torch.randint(0, 256, (2, 16, 32), dtype=torch.uint8)
+    b = torch.randn(2, 64, 16).to(torch.bfloat16)
+    c = torch.empty(2, 16, 16)
+    batched_kernel[(1,)](a, b, c, B=2, M=16, N=16, K=64)
+    va, vb = values(a, "e2m1", 2, torch.bfloat16).double(), b.double()
+    assert_matches(c, va @ vb, va.abs() @ vb.abs())
