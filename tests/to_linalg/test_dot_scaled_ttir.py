@@ -27,7 +27,8 @@ module MODULE_ATTRIBUTES{
     %sa = arith.constant dense<127> : tensor<32x2xi8>
     %sb = arith.constant dense<-1> : tensor<32x2xi8>
     %zero = arith.constant dense<0.0> : tensor<32x32xf32>
-    %d = tt.dot_scaled %a scale %sa, %b B_SCALE, %zero lhs = e4m3 rhs = B_FORMAT {fastMath = FAST_MATH} : tensor<32x64xf8E4M3FN>, tensor<32x2xi8> * tensor<B_TYPE>B_SCALE_TYPE -> tensor<32x32xf32>
+    %d = tt.dot_scaled %a scale %sa, %b B_SCALE, %zero lhs = e4m3 rhs = B_FORMAT {fastMath = FAST_MATH}
+      : tensor<32x64xf8E4M3FN>, tensor<32x2xi8> * tensor<B_TYPE>B_SCALE_TYPE -> tensor<32x32xf32>
     tt.store %ptrs, %d : tensor<32x32x!tt.ptr<f32>>
     tt.return
   }
