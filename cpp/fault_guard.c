@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,30 @@ static pthread_once_t installed = PTHREAD_ONCE_INIT;
 static TLS sigjmp_buf *volatile active_jump;
 static TLS spine_fault_t *volatile active_fault;
 static TLS int has_alt_stack;
+
+/* Threads that have run guarded code, and how deep in it each is now, for spine_fault_guard_interrupt. The
+ * threads that run kernels (the grid's and smt.parallel's pools, the launching threads) are few and live
+ * long; a thread beyond the table's size runs unguarded by interrupts only. */
+#define MAX_GUARDED_THREADS 1024
+static pthread_t guarded_threads[MAX_GUARDED_THREADS];
+static _Atomic int guarded_depth[MAX_GUARDED_THREADS];
+static _Atomic int num_guarded_threads;
+static TLS int guard_slot = -1;
+
+static int interrupt_signal(void) { return SIGRTMIN + 6; }
+
+static _Atomic int *this_thread_depth(void) {
+    if (guard_slot < 0) {
+        int slot = atomic_fetch_add(&num_guarded_threads, 1);
+        if (slot >= MAX_GUARDED_THREADS) {
+            atomic_store(&num_guarded_threads, MAX_GUARDED_THREADS);
+            return NULL;
+        }
+        guarded_threads[slot] = pthread_self();
+        guard_slot = slot;
+    }
+    return &guarded_depth[guard_slot];
+}
 
 static uintptr_t fault_pc(void *context) {
     ucontext_t *uc = context;
@@ -70,6 +95,19 @@ static void on_fault(int sig, siginfo_t *info, void *context) {
     siglongjmp(*jump, 1);
 }
 
+static void on_interrupt(int sig, siginfo_t *info, void *context) {
+    (void)sig; (void)info;
+    sigjmp_buf *jump = active_jump;
+    if (!jump) return;      /* between guarded calls: the interrupt comes again while it is still wanted */
+    active_jump = NULL;
+    spine_fault_t *fault = active_fault;
+    fault->signal = SPINE_FAULT_STOPPED;
+    fault->code = 0;
+    fault->address = 0;
+    fault->pc = fault_pc(context);
+    siglongjmp(*jump, 1);
+}
+
 static void install(void) {
     struct sigaction action;
     memset(&action, 0, sizeof action);
@@ -77,6 +115,17 @@ static void install(void) {
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&action.sa_mask);
     for (int i = 0; i < GUARDED_SIGNALS; i++) sigaction(guarded[i], &action, &previous[i]);
+    /* Interrupted system calls of threads outside guarded code (a sleeping pool thread) restart. */
+    action.sa_sigaction = on_interrupt;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigaction(interrupt_signal(), &action, NULL);
+}
+
+void spine_fault_guard_interrupt(void) {
+    int n = atomic_load(&num_guarded_threads);
+    for (int i = 0; i < n && i < MAX_GUARDED_THREADS; i++) {
+        if (atomic_load(&guarded_depth[i]) > 0) pthread_kill(guarded_threads[i], interrupt_signal());
+    }
 }
 
 void spine_fault_guard_install(void) { pthread_once(&installed, install); }
@@ -100,11 +149,14 @@ int spine_guarded_call(void (*body)(void *), void *ctx, spine_fault_t *fault) {
     sigjmp_buf jump;
     sigjmp_buf *outer_jump = active_jump;
     spine_fault_t *outer_fault = active_fault;
+    _Atomic int *volatile depth = this_thread_depth();
     spine_fault_guard_thread_init();
     fault->signal = 0;
+    if (depth) atomic_fetch_add(depth, 1);
     if (sigsetjmp(jump, 1)) {
         active_fault = outer_fault;
         active_jump = outer_jump;
+        if (depth) atomic_fetch_sub(depth, 1);
         return 1;
     }
     active_fault = fault;
@@ -112,6 +164,7 @@ int spine_guarded_call(void (*body)(void *), void *ctx, spine_fault_t *fault) {
     body(ctx);
     active_fault = outer_fault;
     active_jump = outer_jump;
+    if (depth) atomic_fetch_sub(depth, 1);
     return 0;
 }
 
@@ -155,6 +208,11 @@ void spine_fault_describe(const spine_fault_t *fault, char *buffer, int size) {
     if (fault->pc && dladdr((void *)fault->pc, &info) && info.dli_fname) {
         snprintf(where, sizeof where, " in %s+0x%lx", info.dli_fname,
                  (unsigned long)(fault->pc - (uintptr_t)info.dli_fbase));
+    }
+    if (fault->signal == SPINE_FAULT_STOPPED) {
+        snprintf(buffer, (size_t)size, "stopped: it ran longer than SPINE_KERNEL_TIMEOUT allows (at %s)",
+                 where[0] ? where + 4 : "an unknown address");
+        return;
     }
     snprintf(buffer, (size_t)size, "%s (%s) at address 0x%lx%s", signal_name(fault->signal),
              signal_meaning(fault->signal, fault->code), (unsigned long)fault->address, where);

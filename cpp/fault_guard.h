@@ -6,8 +6,11 @@
 #define SPINE_FAULT_GUARD_H
 #include <stdint.h>
 
+/* spine_fault_t.signal of guarded code stopped by spine_fault_guard_interrupt (it ran too long). */
+#define SPINE_FAULT_STOPPED (-2)
+
 typedef struct {
-    int signal;          /* 0: no fault */
+    int signal;          /* 0: no fault; SPINE_FAULT_STOPPED: interrupted */
     int code;            /* si_code */
     uintptr_t address;   /* si_addr: the faulting data address (or instruction, for SIGILL/SIGFPE) */
     uintptr_t pc;        /* where the faulting instruction is */
@@ -19,6 +22,11 @@ void spine_fault_guard_install(void);
 /* Runs body(ctx). Returns 0 when it returned normally, 1 when it faulted (fault filled in). A faulting body
  * is abandoned where it stood: memory it allocated is lost and locks it held stay held. */
 int spine_guarded_call(void (*body)(void *), void *ctx, spine_fault_t *fault);
+
+/* Makes every thread that runs guarded code now leave it as if it had faulted (signal SPINE_FAULT_STOPPED),
+ * by a real-time signal to each: for stopping kernels that run too long. Threads outside guarded code
+ * ignore it. */
+void spine_fault_guard_interrupt(void);
 
 /* Whether the calling thread runs guarded code now. */
 int spine_fault_guard_active(void);

@@ -7,7 +7,10 @@
  * Waking a sleeping thread costs tens of microseconds, more than a small kernel runs, so after a launch
  * the workers (and the caller, while it waits for them) poll for 200 us before they sleep:
  * back-to-back launches find them awake. A launch is published as one atomic word, generation and
- * participant count together, so a worker never mixes up two launches. */
+ * participant count together, so a worker never mixes up two launches.
+ *
+ * Under the fault guard a launch that runs longer than SPINE_KERNEL_TIMEOUT is stopped: a watchdog thread
+ * interrupts every thread in guarded code (fault_guard.h), and the launch reports it like a fault. */
 #define _GNU_SOURCE
 #include "grid.h"
 #include "fault_guard.h"
@@ -146,7 +149,10 @@ int spine_grid_take_fault(char *buffer, int size) {
     spine_fault_describe(&l->fault, what, sizeof what);
     int32_t x = (int32_t)(l->fault_program % l->gx), y = (int32_t)((l->fault_program / l->gx) % l->gy);
     int32_t z = (int32_t)(l->fault_program / ((int64_t)l->gx * l->gy));
-    snprintf(buffer, (size_t)size, "%s, in program (%d, %d, %d)", what, x, y, z);
+    if (l->fault.signal == SPINE_FAULT_STOPPED)
+        snprintf(buffer, (size_t)size, "%s; program (%d, %d, %d) was one of those running", what, x, y, z);
+    else
+        snprintf(buffer, (size_t)size, "%s, in program (%d, %d, %d)", what, x, y, z);
     atomic_store(&l->faulted, 0);
     return 1;
 }
@@ -201,6 +207,54 @@ static int grow_pool(int wanted) {
     return 0;
 }
 
+/* ------------------------------------------------------------------------------------- the watchdog */
+
+/* The running launch's deadline (CLOCK_MONOTONIC ns; 0: none) and serial number. The watchdog checks them a
+ * few times per timeout, so arming costs a launch two atomic stores and no system call. */
+static _Atomic int64_t watch_deadline;
+static _Atomic uint64_t watch_serial;
+static _Atomic int64_t watch_period_ns;
+static pthread_once_t watchdog_once = PTHREAD_ONCE_INIT;
+
+static void *watchdog_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        int64_t period = atomic_load(&watch_period_ns);
+        struct timespec t = {(time_t)(period / 1000000000), (long)(period % 1000000000)};
+        nanosleep(&t, NULL);
+        uint64_t serial = atomic_load(&watch_serial);
+        int64_t deadline = atomic_load(&watch_deadline);
+        if (deadline && now_ns() >= deadline && atomic_load(&watch_serial) == serial)
+            spine_fault_guard_interrupt();   /* again each period until the launch has stopped */
+    }
+    return NULL;
+}
+
+static void start_watchdog(void) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, watchdog_main, NULL) == 0) pthread_detach(t);
+}
+
+/* SPINE_KERNEL_TIMEOUT in ns (default 600 s; 0 or less: none). Read at every launch, like the rest of the
+ * launch's switches, so a change takes effect at the next launch. */
+static int64_t kernel_timeout_ns(void) {
+    const char *raw = getenv("SPINE_KERNEL_TIMEOUT");
+    double seconds = raw && *raw ? strtod(raw, NULL) : 600.0;
+    return seconds > 0 ? (int64_t)(seconds * 1e9) : 0;
+}
+
+static void arm_watchdog(void) {
+    int64_t timeout = kernel_timeout_ns();
+    if (!timeout) return;
+    int64_t period = timeout / 4 < 1000000000 ? timeout / 4 : 1000000000;
+    atomic_store(&watch_period_ns, period > 1000000 ? period : 1000000);
+    pthread_once(&watchdog_once, start_watchdog);
+    atomic_fetch_add(&watch_serial, 1);
+    atomic_store(&watch_deadline, now_ns() + timeout);
+}
+
+static void disarm_watchdog(void) { atomic_store(&watch_deadline, 0); }
+
 static void await_helpers(int helpers) {
     int64_t deadline = 0;
     for (int i = 0; keep_polling(i, &deadline); i++) {
@@ -247,9 +301,11 @@ int spine_run_grid_ex(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, in
         pthread_mutex_unlock(&state_lock);
     }
 
+    if (guard_faults) arm_watchdog();
     run_share(&current);
 
     if (helpers > 0) await_helpers(helpers);
+    if (guard_faults) disarm_watchdog();
     int faulted = atomic_load(&current.faulted);
     pthread_mutex_unlock(&pool_lock);
     return faulted ? SPINE_GRID_FAULTED : 0;

@@ -113,6 +113,33 @@ def test_hung_kernel_under_qemu_times_out(monkeypatch):
 
 
 @triton.jit
+def wait_for_flag_kernel(flag_ptr, out_ptr):
+    """Spins until the flag is set: with a zero flag, never."""
+    count = 0
+    while tl.load(flag_ptr) == 0:
+        count += 1
+    tl.store(out_ptr + tl.program_id(0), count)
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_hung_kernel_on_the_host_is_stopped(monkeypatch, threads):
+    """Every thread running the launch is interrupted once it passes SPINE_KERNEL_TIMEOUT; the launch raises
+    KernelFault and the process and its threads stay usable."""
+    from spine.driver import CPUDriver
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    monkeypatch.setenv("SPINE_NUM_THREADS", threads)
+    monkeypatch.setenv("SPINE_KERNEL_TIMEOUT", "1")
+    flag, out = torch.zeros(1, dtype=torch.int32), torch.full((4,), -1, dtype=torch.int32)
+    for _ in range(2):
+        with pytest.raises(KernelFault, match="wait_for_flag_kernel.*ran longer than SPINE_KERNEL_TIMEOUT"):
+            wait_for_flag_kernel[(4,)](flag, out)
+    flag[0] = 1
+    wait_for_flag_kernel[(4,)](flag, out)
+    assert out.tolist() == [0, 0, 0, 0]
+    long_loop_kernel[(1,)](out.float(), 3)
+
+
+@triton.jit
 def widen_unsigned_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n).to(tl.int64), mask=offs < n)

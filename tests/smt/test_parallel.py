@@ -117,6 +117,30 @@ def test_a_fault_on_any_thread_of_a_team_is_raised(target, faulting):
     torch.testing.assert_close(y, 2 * x)
 
 
+@triton.jit
+def stuck_iteration_kernel(flag_ptr, out_ptr):
+    """Iteration 1 (a helper thread's, on a team of two) waits for a flag nobody sets."""
+    for s in smt.parallel(0, 2):
+        count = 0
+        if s == 1:
+            while tl.load(flag_ptr) == 0:
+                count += 1
+        tl.store(out_ptr + s, count + s + 1)
+
+
+@needs_two_cores
+def test_a_stuck_helper_thread_is_stopped_on_the_host(monkeypatch):
+    from spine.driver import CPUDriver
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    monkeypatch.setenv("SPINE_KERNEL_TIMEOUT", "1")
+    flag, out = torch.zeros(1, dtype=torch.int32), torch.zeros(2, dtype=torch.int32)
+    with pytest.raises(KernelFault, match="ran longer than SPINE_KERNEL_TIMEOUT"):
+        stuck_iteration_kernel[(1,)](flag, out)
+    flag[0] = 1
+    stuck_iteration_kernel[(1,)](flag, out)
+    assert out.tolist() == [1, 2]
+
+
 @pytest.mark.parametrize("split", ["split_m", "split_mn"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_one_program_matmul_on_a_team(target, split, dtype):
