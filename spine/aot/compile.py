@@ -61,7 +61,7 @@ def triton_compile(kernel, sig: KernelSignature, target: str = "riscv64"):
 
 def compile_object(kernel, signature: str, constexprs: list[str], target: str = "riscv64") -> CompiledObject:
     from ..compiler.entry import entry_module_ir
-    from ..compiler.pipeline import _codegen
+    from ..compiler.pipeline import codegen_with_fallbacks
 
     sig = kernel_signature(kernel, signature, constexprs)
     compiled, options = triton_compile(kernel, sig, target)
@@ -69,6 +69,6 @@ def compile_object(kernel, signature: str, constexprs: list[str], target: str = 
     if meta.spine_bounds_checked:
         raise ValueError("ahead-of-time kernels are compiled without bounds checks (debug)")
     entry = entry_module_ir(meta.name, meta.spine_arg_kinds, meta.spine_argument_views, options.triple)
-    (obj, _), config = _codegen(meta.name, compiled.asm["llir"], entry, options)
+    (obj, _), config = codegen_with_fallbacks(meta.name, compiled.asm["llir"], entry, options)
     return CompiledObject(meta.name, sig, meta.arch, options.triple, config.cpu, options.features,
                           config.describe(), tuple(meta.spine_written_args), obj)

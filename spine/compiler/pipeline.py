@@ -58,7 +58,7 @@ def make_so(llir: str, metadata, options):
     from .link import link_shared
     entry = entry_module_ir(metadata["name"], metadata["spine_arg_kinds"], metadata["spine_argument_views"],
                             options.triple)
-    (obj, asm), config = _codegen(metadata["name"], llir, entry, options)
+    (obj, asm), config = codegen_with_fallbacks(metadata["name"], llir, entry, options)
     # The cached kernel says how it was really built (a fallback may have replaced the requested CPU).
     metadata["spine_codegen"] = config.describe()
     dump_artifact(options.dump_path, metadata["name"], "s", asm or "")
@@ -68,7 +68,7 @@ def make_so(llir: str, metadata, options):
     return so
 
 
-def _codegen(kernel: str, llir: str, entry: str, options):
+def codegen_with_fallbacks(kernel: str, llir: str, entry: str, options):
     """LLVM codegen in a worker; after a native crash, again with each safer configuration in turn."""
     from .codegen import CodegenConfig, safer_configs
     requested = CodegenConfig(options.cpu)

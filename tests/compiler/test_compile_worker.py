@@ -62,7 +62,7 @@ def test_a_crash_in_every_configuration_is_a_compilation_error(monkeypatch):
     options = type("Options", (), {"triple": "x86_64-unknown-linux-gnu", "cpu": "znver4", "features": "",
                                    "dump_path": ""})()
     with pytest.raises(SpineCompilationError, match=r"(?s)kernel 'k'.*cpu=znver4.*x86-64-v4.*vectoriser off"):
-        pipeline._codegen("k", "", "", options)
+        pipeline.codegen_with_fallbacks("k", "", "", options)
 
 
 def test_kernels_compile_in_parallel_from_several_threads(target, fresh_cache):

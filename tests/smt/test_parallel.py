@@ -153,6 +153,23 @@ def test_one_program_matmul_on_a_team(target, split, dtype):
 
 
 @triton.jit
+def stepped_kernel(out_ptr, n, step, STEP: tl.constexpr):
+    for s in smt.parallel(0, n, STEP):
+        tl.store(out_ptr + s, s + 1)
+    for s in smt.parallel(0, n, step * 3):       # a step computed in the kernel
+        tl.store(out_ptr + 16 + s, s + 1)
+
+
+def test_parallel_loops_take_a_step(target):
+    out = torch.zeros(32, dtype=torch.int32)
+    stepped_kernel[(1,)](out, 7, 1, STEP=2)
+    assert out[:8].tolist() == [1, 0, 3, 0, 5, 0, 7, 0]
+    assert out[16:24].tolist() == [1, 0, 0, 4, 0, 0, 7, 0]
+    with pytest.raises(triton.CompilationError, match="positive step"):
+        stepped_kernel[(1,)](out, 7, 1, STEP=-2)
+
+
+@triton.jit
 def loops_kernel(x_ptr, out_ptr, N: tl.constexpr):
     total = tl.zeros((N,), dtype=tl.float32)
     for i in range(2):

@@ -56,6 +56,13 @@ def _is_parallel_loop(generator, node) -> bool:
     return isinstance(iterator, type) and iterator.__dict__.get(MARK, False)
 
 
+def _emits_no_ir(expr: ast.expr) -> bool:
+    """A literal, a name, or a negated literal: looking these up builds no IR."""
+    if isinstance(expr, ast.UnaryOp):
+        expr = expr.operand
+    return isinstance(expr, (ast.Constant, ast.Name))
+
+
 def _visit_parallel_for(generator, node, original):
     # spine-triton's parallel(arg1, arg2, step, num_stages, loop_unroll_factor, bind_sub_block)
     keywords = [k for k in node.iter.keywords if k.arg != "bind_sub_block"]
@@ -65,7 +72,8 @@ def _visit_parallel_for(generator, node, original):
     ast.copy_location(call, node.iter)
     ast.copy_location(loop, node)
     check(isinstance(node.target, ast.Name), "smt.parallel loops take a single loop variable")
-    if len(node.iter.args) > 2:
+    if len(node.iter.args) > 2 and _emits_no_ir(node.iter.args[2]):
+        # (other step expressions are built once, by the loop itself: visiting them here would emit them twice)
         step = generator.visit(node.iter.args[2])
         check(not (isinstance(step, tl.constexpr) and step.value < 0), "smt.parallel needs a positive step")
     bound = []
