@@ -16,22 +16,17 @@ rewrite runs after deallocation:
 from __future__ import annotations
 
 from ..ir_names import CAS_FUNCTION
+from .ir_walk import collect_ops
 
 
 def expand_compare_and_swap(module) -> None:
     """Replace every compare-and-swap call, and drop the declarations they called."""
     from mlir import ir
     from mlir.dialects import arith, memref
-    calls, declarations = [], []
-
-    def collect(op):
-        name = op.operation.name
-        if name == "func.call" and ir.FlatSymbolRefAttr(op.attributes["callee"]).value.startswith(CAS_FUNCTION):
-            calls.append(op.operation)
-        elif name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value.startswith(CAS_FUNCTION):
-            declarations.append(op.operation)
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(collect)
+    calls = collect_ops(module, lambda op: op.name == "func.call" and ir.FlatSymbolRefAttr(
+        op.attributes["callee"]).value.startswith(CAS_FUNCTION))
+    declarations = collect_ops(module, lambda op: op.name == "func.func" and ir.StringAttr(
+        op.attributes["sym_name"]).value.startswith(CAS_FUNCTION))
     for call in calls:
         base, index, expected, desired = call.operands
         element = call.results[0].type

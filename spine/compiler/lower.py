@@ -11,6 +11,7 @@ import os
 from ..errors import SpineCompilationError, describe_location
 from ..targets import STACK_TILE_BYTES
 from .atomic_expansion import expand_compare_and_swap
+from .ir_walk import collect_ops
 from .math_expansion import expand_math
 from . import parallel_loops
 
@@ -178,20 +179,17 @@ def _small_tiles_on_stack(module) -> None:
     loops, where every iteration would grow the stack; hoisting already moved the hoistable ones out."""
     from mlir import ir
     from mlir.dialects import memref
-    promote = []
 
-    def collect(op):
-        if op.operation.name == "memref.alloc" and op.operation.parent.name == "func.func":
-            ty = ir.MemRefType(op.results[0].type)
-            width = getattr(ty.element_type, "width", 64)
-            count = 1
-            for n in (ty.shape if ty.has_static_shape else [1 << 62]):
-                count *= n
-            if count * width <= STACK_TILE_BYTES * 8:
-                promote.append(op.operation)
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(collect)
-    for op in promote:
+    def small_top_level_alloc(op) -> bool:
+        if op.name != "memref.alloc" or op.parent.name != "func.func":
+            return False
+        ty = ir.MemRefType(op.results[0].type)
+        width = getattr(ty.element_type, "width", 64)
+        count = 1
+        for n in (ty.shape if ty.has_static_shape else [1 << 62]):
+            count *= n
+        return count * width <= STACK_TILE_BYTES * 8
+    for op in collect_ops(module, small_top_level_alloc):
         with ir.InsertionPoint(op), op.location:
             alloca = memref.AllocaOp(op.results[0].type, [], [], alignment=op.attributes["alignment"]
                                      if "alignment" in op.attributes else None)
@@ -210,20 +208,15 @@ def _copies_to_linalg(module) -> None:
     linalg.copy it becomes a plain loop and the kernel .so stays self-contained."""
     from mlir import ir
     from mlir.dialects import linalg
-    copies = []
 
-    def collect(op):
-        name = op.operation.name
-        if name == "memref.copy":
-            copies.append(op.operation)
-        elif name in ("memref.alloc", "memref.alloca") and _is_bool_memref(op.results[0].type):
+    def copy(op) -> bool:
+        if op.name in ("memref.alloc", "memref.alloca") and _is_bool_memref(op.results[0].type):
             # MLIR's memref lowering asserts (aborting the process) on stores to i1 buffers.
             raise SpineCompilationError(
                 f"unsupported: a boolean tensor kept in memory (at {describe_location(op.location)}); "
                 "convert it to int8 first")
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(collect)
-    for op in copies:
+        return op.name == "memref.copy"
+    for op in collect_ops(module, copy):
         with ir.InsertionPoint(op), op.location:
             linalg.copy(op.operands[0], outs=[op.operands[1]])
         op.erase()
@@ -243,15 +236,7 @@ def _stores_in_place(module) -> None:
     Only elementwise generics qualify (all loops parallel, every map a projection of the loops), so each
     element is computed from inputs at its own index before it is written; and only when nothing reads
     the buffer afterwards."""
-    from mlir import ir
-    copies = []
-
-    def collect(op):
-        if op.operation.name == "linalg.copy":
-            copies.append(op.operation)
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(collect)
-    for copy in copies:
+    for copy in collect_ops(module, lambda op: op.name == "linalg.copy"):
         match = _tile_written_then_copied(copy)
         if match is not None:
             _compute_window_into_destination(copy, *match)

@@ -26,6 +26,8 @@ import math as pymath
 from mlir import ir
 from mlir.dialects import arith, math
 
+from .ir_walk import collect_ops
+
 LOG2E = 1.44269504088896341
 LN2_HI = 0.693359375
 LN2_LO = -2.12194440e-4
@@ -343,15 +345,9 @@ BINARY = {"math.powf": expand_powf}
 
 def expand_math(module) -> None:
     """Replace every scalar f32 math op listed in UNARY and BINARY by its expansion."""
-    found = []
-
-    def collect(op):
-        name = op.operation.name
-        if (name in UNARY or name in BINARY) and isinstance(op.results[0].type, ir.F32Type):
-            found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(collect)
-    for op in found:
+    def scalar_f32_math(op) -> bool:
+        return (op.name in UNARY or op.name in BINARY) and isinstance(op.results[0].type, ir.F32Type)
+    for op in collect_ops(module, scalar_f32_math):
         name = op.name
         with ir.InsertionPoint(op), op.location:
             value = (UNARY[name] if name in UNARY else BINARY[name])(*op.operands)

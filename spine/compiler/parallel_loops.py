@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 
 from ..ir_names import PARALLEL_LOOP
+from .ir_walk import collect_ops
 
 TO_OPENMP = "convert-scf-to-openmp"
 OPENMP_TO_LLVM = "convert-openmp-to-llvm"
@@ -31,15 +32,8 @@ BEGIN = "spine_smt_parallel_begin"
 
 def to_parallel(module) -> bool:
     """Rewrites the marked loops; whether there were any."""
-    from mlir import ir
-    loops = []
-
-    def collect(op):
-        if op.operation.name == "scf.for" and PARALLEL_LOOP in op.operation.attributes:
-            loops.append(op.operation)
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(collect)
-    loops = [loop for loop in loops if len(loop.results) == 0]
+    loops = collect_ops(module, lambda op: op.name == "scf.for" and PARALLEL_LOOP in op.attributes
+                        and len(op.results) == 0)
     if not loops:
         return False
     _declare_begin(module)
@@ -55,14 +49,7 @@ def inline_alloca_scopes(module) -> None:
     between the stack save and restore the scope stands for (an iteration's tiles are freed with it)."""
     from mlir import ir
     from mlir.dialects import llvm
-    scopes = []
-
-    def collect(op):
-        if op.operation.name == "memref.alloca_scope":
-            scopes.append(op.operation)
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(collect)
-    for scope in scopes:
+    for scope in collect_ops(module, lambda op: op.name == "memref.alloca_scope"):
         if len(scope.results):
             raise RuntimeError("smt.parallel: an alloca scope with results")
         with ir.InsertionPoint(scope), scope.location:
