@@ -28,7 +28,7 @@ from . import dot, fp8, smt_dot
 from . import elementwise as ew
 from .builders import empty, generic, identity_map
 from .converter import handles
-from .tensor_ops import _reassociation
+from .tensor_ops import reassociation
 from .types import element_type, shape_of
 
 # triton's ScaleDotElemType; its fp6 formats are not taken (tl.dot_scaled does not accept them either).
@@ -87,8 +87,8 @@ def _packed_dim(op, side: int):
 def _rhs_packed_before_loop(op) -> bool:
     """Whether the packed matmul would pack B's panels once before the loop around the op, B being defined
     outside it (smt_dot._b_panels): the decoded B is made here, inside the loop, so it cannot be."""
-    loop = smt_dot._enclosing_loop(op)
-    return loop is not None and not smt_dot._inside(op.operands[1], loop)
+    loop = smt_dot.enclosing_loop(op)
+    return loop is not None and not smt_dot.inside(op.operands[1], loop)
 
 
 # ----------------------------------------------------------------------------------------- decoding
@@ -124,7 +124,7 @@ def _unpacked_fp4(value: ir.Value, dim: int, compute: ir.Type) -> ir.Value:
                      body).results[0]
     groups = [[d] for d in range(dim)] + [[dim, dim + 1]] + [[d] for d in range(dim + 2, rank)]
     shape[dim] *= 2
-    return tensor.CollapseShapeOp(ir.RankedTensorType.get(shape, compute), values, _reassociation(groups)).result
+    return tensor.CollapseShapeOp(ir.RankedTensorType.get(shape, compute), values, reassociation(groups)).result
 
 
 # ------------------------------------------------------------------------------------------ scaling
@@ -144,7 +144,7 @@ def _scaled(conv, op, value: ir.Value, scale, side: int, fast_math: bool) -> ir.
     split = shape[:k_dim] + [shape[k_dim] // GROUP, GROUP] + shape[k_dim + 1:]
     groups = [[d] for d in range(k_dim)] + [[k_dim, k_dim + 1]] + [[d] for d in range(k_dim + 2, rank + 1)]
     compute = element_type(value.type)
-    blocks = tensor.ExpandShapeOp(ir.RankedTensorType.get(split, compute), value, _reassociation(groups), [],
+    blocks = tensor.ExpandShapeOp(ir.RankedTensorType.get(split, compute), value, reassociation(groups), [],
                                   ir.DenseI64ArrayAttr.get(split)).result
     d = [ir.AffineDimExpr.get(i) for i in range(rank + 1)]
     # lhs [.., m, g, j] reads scale [.., m, g]; rhs [.., g, j, n] reads scale [.., n, g]
@@ -157,7 +157,7 @@ def _scaled(conv, op, value: ir.Value, scale, side: int, fast_math: bool) -> ir.
     scaled = generic([out.type], [blocks, scale], [out],
                      [identity_map(rank + 1), ir.AffineMapAttr.get(scale_map), identity_map(rank + 1)], rank + 1,
                      body).results[0]
-    return tensor.CollapseShapeOp(value.type, scaled, _reassociation(groups)).result
+    return tensor.CollapseShapeOp(value.type, scaled, reassociation(groups)).result
 
 
 def _scaled_value(x: ir.Value, s: ir.Value, fast_math: bool) -> ir.Value:

@@ -134,8 +134,8 @@ PANELS_MEMO = "smt: B panels"    # key of the per-conversion memo in conv.declar
 def _b_panels(conv, op, b: ir.Value, spec: mk.BPanels):
     """B's panels packed once before the loop around the call, when B is the same in every iteration (an
     smt.parallel loop's sub-blocks multiplied by one block of B): else None, and each call packs B."""
-    loop_op = _enclosing_loop(op)
-    if loop_op is None or _inside(op.operands[1], loop_op):
+    loop_op = enclosing_loop(op)
+    if loop_op is None or inside(op.operands[1], loop_op):
         return None
     converted_loop = ir.InsertionPoint.current.block.owner
     if getattr(converted_loop, "name", None) != "scf.for":
@@ -151,13 +151,13 @@ def _b_panels(conv, op, b: ir.Value, spec: mk.BPanels):
     return memo[key]
 
 
-def _enclosing_loop(op):
+def enclosing_loop(op):
     """The TTIR scf.for whose body holds the call directly, or None."""
     parent = op.operation.parent
     return parent if parent is not None and parent.name == "scf.for" else None
 
 
-def _inside(value: ir.Value, region_op) -> bool:
+def inside(value: ir.Value, region_op) -> bool:
     """Whether a TTIR value is defined within region_op (a block argument of it, or by an op nested in it)."""
     owner = value.owner
     op = owner.owner if isinstance(owner, ir.Block) else getattr(owner, "operation", owner)

@@ -78,9 +78,9 @@ def _expand_shape(value: ir.Value, axis: int, out_shape) -> ir.Value:
         owner = min(axis, old_rank - 1)
         groups[owner].append(axis)
         groups[owner].sort()
-    reassociation = _reassociation(groups)
     result = ir.RankedTensorType.get(list(out_shape), ir.RankedTensorType(value.type).element_type)
-    return tensor.ExpandShapeOp(result, value, reassociation, [], ir.DenseI64ArrayAttr.get(list(out_shape))).result
+    return tensor.ExpandShapeOp(result, value, reassociation(groups), [],
+                                ir.DenseI64ArrayAttr.get(list(out_shape))).result
 
 
 @handles("tt.broadcast")
@@ -151,10 +151,10 @@ def convert_reshape(conv, op):
     src_shape = shape_of(value.type)
     if len(src_shape) != 1:
         flat = ir.RankedTensorType.get([_product(src_shape)], elem)
-        value = tensor.CollapseShapeOp(flat, value, _reassociation([list(range(len(src_shape)))])).result
+        value = tensor.CollapseShapeOp(flat, value, reassociation([list(range(len(src_shape)))])).result
     if len(shape) != 1:
         result = ir.RankedTensorType.get(list(shape), elem)
-        value = tensor.ExpandShapeOp(result, value, _reassociation([list(range(len(shape)))]), [],
+        value = tensor.ExpandShapeOp(result, value, reassociation([list(range(len(shape)))]), [],
                                      ir.DenseI64ArrayAttr.get(list(shape))).result
     conv.bind(op.results[0], _wrap(value, was_bool))
 
@@ -166,7 +166,7 @@ def _product(shape) -> int:
     return n
 
 
-def _reassociation(groups) -> ir.ArrayAttr:
+def reassociation(groups) -> ir.ArrayAttr:
     i64 = ir.IntegerType.get_signless(64)
     return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
 
