@@ -235,11 +235,12 @@ static void start_watchdog(void) {
     if (pthread_create(&t, NULL, watchdog_main, NULL) == 0) pthread_detach(t);
 }
 
-/* SPINE_KERNEL_TIMEOUT in ns (default 600 s; 0 or less: none). Read at every launch, like the rest of the
- * launch's switches, so a change takes effect at the next launch. */
+/* SPINE_KERNEL_TIMEOUT in ns (0 or less: none). In the user's own process there is none unless it is set:
+ * a native kernel may legitimately run for many minutes (a large product on a slow or busy machine), and
+ * only the user knows how long is too long. Read at every launch, so a change takes effect at the next. */
 static int64_t kernel_timeout_ns(void) {
     const char *raw = getenv("SPINE_KERNEL_TIMEOUT");
-    double seconds = raw && *raw ? strtod(raw, NULL) : 600.0;
+    double seconds = raw && *raw ? strtod(raw, NULL) : 0.0;
     return seconds > 0 ? (int64_t)(seconds * 1e9) : 0;
 }
 

@@ -82,7 +82,8 @@ QEMU_CPU = Switch("SPINE_QEMU_CPU", str, "rv64,v=true,vlen=256,elen=64,vext_spec
 QEMU_TRACE = Switch("SPINE_QEMU_TRACE", str, None, "log every guest instruction to this file (instruction "
                     "counting, `python -m spine.count`)")
 KERNEL_TIMEOUT = Switch("SPINE_KERNEL_TIMEOUT", float, 600.0, "seconds before a launch is declared hung and "
-                        "stopped, raising KernelFault: on the host, under QEMU and on a board (0: never)")
+                        "stopped, raising KernelFault: under QEMU and on a board, and on the host when set "
+                        "(there it has no default; 0: never)")
 REMOTE = Switch("SPINE_REMOTE", str, None, "a command that opens a POSIX shell on a riscv64 board (e.g. "
                 "`ssh user@board sh`): `riscv64` kernels then run there (see Running on a board); a compile key "
                 "only so that kernels loaded before it changed are loaded anew, for the board", compile_key=True)
