@@ -6,22 +6,13 @@ import pytest
 from spine.errors import SpineCompilationError
 from tests.to_linalg.test_branches_ttir import converted
 from tests.to_linalg.test_golden import filecheck
+from tests.to_linalg.test_ttir_conversions import POINTERS_32X32, with_microkernel
 
 # c = dot_scaled(a: e4m3 [32, 64] with scales, b: B_FORMAT, scaled when B_SCALE is "scale %sb")
 DOT_SCALED = """
 module MODULE_ATTRIBUTES{
   tt.func public @k(%p: !tt.ptr<f32>) {
-    %r = tt.make_range {end = 32 : i32, start = 0 : i32} : tensor<32xi32>
-    %row = tt.expand_dims %r {axis = 1 : i32} : tensor<32xi32> -> tensor<32x1xi32>
-    %c32 = arith.constant dense<32> : tensor<32x1xi32>
-    %rows = arith.muli %row, %c32 : tensor<32x1xi32>
-    %col = tt.expand_dims %r {axis = 0 : i32} : tensor<32xi32> -> tensor<1x32xi32>
-    %rb = tt.broadcast %rows : tensor<32x1xi32> -> tensor<32x32xi32>
-    %cb = tt.broadcast %col : tensor<1x32xi32> -> tensor<32x32xi32>
-    %offs = arith.addi %rb, %cb : tensor<32x32xi32>
-    %s = tt.splat %p : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
-    %ptrs = tt.addptr %s, %offs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
-    %bytes = arith.constant dense<56> : tensor<32x64xi8>
+""" + POINTERS_32X32 + """    %bytes = arith.constant dense<56> : tensor<32x64xi8>
     %a = tt.bitcast %bytes : tensor<32x64xi8> -> tensor<32x64xf8E4M3FN>
     %b = arith.constant dense<B_VALUE> : tensor<B_TYPE>
     %sa = arith.constant dense<127> : tensor<32x2xi8>
@@ -38,10 +29,8 @@ module MODULE_ATTRIBUTES{
 
 def dot_scaled(b_format="e2m1", b_type="32x32xi8", b_value="35", b_scaled=True, fast_math=False,
                microkernel=None):
-    text = DOT_SCALED
-    for key, value in (("MODULE_ATTRIBUTES", f'attributes {{"spine.microkernel" = "{microkernel}"}} '
-                        if microkernel else ""),
-                       ("B_FORMAT", b_format), ("B_TYPE", b_type), ("B_VALUE", b_value),
+    text = with_microkernel(DOT_SCALED, microkernel)
+    for key, value in (("B_FORMAT", b_format), ("B_TYPE", b_type), ("B_VALUE", b_value),
                        ("B_SCALE_TYPE", ", tensor<32x2xi8>" if b_scaled else ""),
                        ("B_SCALE", "scale %sb" if b_scaled else ""),
                        ("FAST_MATH", "true" if fast_math else "false")):

@@ -89,9 +89,8 @@ CHECK: arith.addf
     assert "twice" not in text
 
 
-DOT = """
-module MODULE_ATTRIBUTES{
-  tt.func public @k(%p: !tt.ptr<f32>) {
+# %ptrs: the addresses of a row-major 32 x 32 f32 matrix at %p
+POINTERS_32X32 = """
     %r = tt.make_range {end = 32 : i32, start = 0 : i32} : tensor<32xi32>
     %row = tt.expand_dims %r {axis = 1 : i32} : tensor<32xi32> -> tensor<32x1xi32>
     %c32 = arith.constant dense<32> : tensor<32x1xi32>
@@ -102,7 +101,19 @@ module MODULE_ATTRIBUTES{
     %offs = arith.addi %rb, %cb : tensor<32x32xi32>
     %s = tt.splat %p : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
     %ptrs = tt.addptr %s, %offs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
-    %x = tt.load %ptrs : tensor<32x32x!tt.ptr<f32>>
+"""
+
+
+def with_microkernel(text: str, microkernel=None) -> str:
+    """The module text with the micro-kernel attribute the pipeline sets (none: no attribute)."""
+    attributes = f'attributes {{"spine.microkernel" = "{microkernel}"}} ' if microkernel else ""
+    return text.replace("MODULE_ATTRIBUTES", attributes)
+
+
+DOT = """
+module MODULE_ATTRIBUTES{
+  tt.func public @k(%p: !tt.ptr<f32>) {
+""" + POINTERS_32X32 + """    %x = tt.load %ptrs : tensor<32x32x!tt.ptr<f32>>
     %zero = arith.constant dense<0.0> : tensor<32x32xf32>
     %d = tt.dot %x, %x, %zero : tensor<32x32xf32> * tensor<32x32xf32> -> tensor<32x32xf32>
     tt.store %ptrs, %d : tensor<32x32x!tt.ptr<f32>>
@@ -113,7 +124,7 @@ module MODULE_ATTRIBUTES{
 
 
 def test_dot_takes_the_packed_matmul_the_module_names(tmp_path):
-    text = converted(DOT.replace("MODULE_ATTRIBUTES", 'attributes {"spine.microkernel" = "avx2"} '), tmp_path)
+    text = converted(with_microkernel(DOT, "avx2"), tmp_path)
     filecheck(text, """
 CHECK: func.func private @spine_smt_matmul_avx2_
 CHECK: func.func @k
@@ -123,7 +134,7 @@ CHECK: call @spine_smt_matmul_avx2_
 
 
 def test_dot_without_a_named_microkernel_is_a_generic_loop_nest(tmp_path):
-    filecheck(converted(DOT.replace("MODULE_ATTRIBUTES", ""), tmp_path), """
+    filecheck(converted(with_microkernel(DOT), tmp_path), """
 CHECK-NOT: spine_smt_matmul
 CHECK: linalg.generic
 CHECK-SAME: iterator_types = ["parallel", "reduction", "parallel"]
