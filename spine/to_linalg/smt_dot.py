@@ -34,8 +34,9 @@ SUM_TYPES = {"f16": "f32", "bf16": "f32", "f32": "f32", "f64": "f64", "i8": "i32
 DEFAULT_MICROKERNEL = "portable"
 
 
-def _operand(value: ir.Value) -> tuple[ir.Value, mk.Operand]:
-    """The tensor to read an operand from (the matrix it was packed from, when it was) and its layout."""
+def operand(value: ir.Value) -> tuple[ir.Value, mk.Operand]:
+    """The tensor to read a packed matmul's operand from (the matrix it was packed from, when smt.view
+    packed it; else the tensor itself: tt.dot's plain matrices, dot.py) and its layout."""
     source = packed_source(value)
     value = source if source is not None else value
     return value, mk.Operand(shape_of(value.type), str(element_type(value.type)))
@@ -66,20 +67,15 @@ def _microkernel(op):
 
 @lowers("dot", "dot_acc")
 def convert_dot(conv, op):
-    operands = [_operand(conv.concrete(v)) for v in op.operands]
+    operands = [operand(conv.concrete(v)) for v in op.operands]
     c_in = operands[2] if len(operands) == 3 else None
     result_type = ir.RankedTensorType(op.results[0].type)
     conv.bind(op.results[0], packed_product(conv, op, operands[0], operands[1], c_in, result_type, _microkernel(op)))
 
 
-def operand(value: ir.Value) -> tuple[ir.Value, mk.Operand]:
-    """A plain [rows, cols] matrix as a packed matmul's operand (tt.dot's, dot.py)."""
-    return value, mk.Operand(shape_of(value.type), str(element_type(value.type)))
-
-
 def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kernel) -> ir.Value:
     """a @ b (+ c_in) through the packed matmul with `kernel`. Operands are (tensor, layout) pairs as
-    `_operand` gives them; the result is a plain matrix for a 2-D result_type, else packed into its tiles.
+    `operand` gives them; the result is a plain matrix for a 2-D result_type, else packed into its tiles.
     `op` is the TTIR op computing it (its loop decides whether B's panels are packed outside the loop)."""
     (a, a_op), (b, b_op) = a, b
     c_in, c_in_op = c_in if c_in is not None else (None, None)

@@ -419,8 +419,8 @@ def _step(plan: _Plan, a_at, a_row, b_at, accs: list, rows: int) -> list:
     """One reduction step: NV vectors of B, `rows` scalars of A, rows * NV multiply-adds."""
     bvecs = _load_b(plan, b_at)
     out = list(accs)
+    a_src = plan.ap if plan.a_rows is None else plan.a_rows
     for r in range(rows):
-        a_src = plan.ap if plan.a_rows is None else plan.a_rows
         scalar = memref.LoadOp(a_src, [add(a_at, mul(r, a_row))]).result
         splat = vector.BroadcastOp(plan.vtype, scalar).result
         for v in range(plan.nv):
