@@ -65,6 +65,8 @@ class Converter:
     direct_load_args: frozenset = frozenset()             # arguments whose loads read memory in place
     bounds: object = None                                 # bounds.BoundsCheck when accesses are checked
     microkernel: object = None                            # the target's packed-matmul MicroKernel, if any
+    buffer_uses: int = 0                                  # to_buffer ops smt_dot.py has numbered so far
+    b_panels: dict = field(default_factory=dict)          # smt_dot.py: (B, panels spec) → B packed before a loop
 
     # -------------------------------------------------------------------------------------- value map
     def state(self, value: ir.Value):

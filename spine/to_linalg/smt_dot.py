@@ -42,7 +42,7 @@ def operand(value: ir.Value) -> tuple[ir.Value, mk.Operand]:
     return value, mk.Operand(shape_of(value.type), str(element_type(value.type)))
 
 
-BUFFER_USE = "spine.buffer_use"    # numbers every to_buffer made here (the counter lives in conv.declared)
+BUFFER_USE = "spine.buffer_use"    # numbers every to_buffer made here (conv.buffer_uses counts them)
 
 
 def _buffer(conv, value: ir.Value, operand: mk.Operand, read_only: bool = True) -> ir.Value:
@@ -50,8 +50,8 @@ def _buffer(conv, value: ir.Value, operand: mk.Operand, read_only: bool = True) 
     op for the tensor's last use. CSE would merge two equal to_buffer ops of one tensor (the same zero
     accumulator of two dots, say), and the second call would then read a buffer that an op between the
     two calls may have overwritten in place; a distinct number on each keeps them apart."""
-    use = conv.declared.get(BUFFER_USE, 0)
-    conv.declared[BUFFER_USE] = use + 1
+    use = conv.buffer_uses
+    conv.buffer_uses += 1
     op = bufferization.ToBufferOp(operand.memref_type(), value, read_only=read_only)
     op.operation.attributes[BUFFER_USE] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), use)
     return op.result
@@ -124,9 +124,6 @@ def _block_steps(a_op: mk.Operand, b_op: mk.Operand, kernel) -> int:
 
 # ------------------------------------------------------------------------------ B packed outside a loop
 
-PANELS_MEMO = "smt: B panels"    # key of the per-conversion memo in conv.declared (a dict)
-
-
 def _b_panels(conv, op, b: ir.Value, spec: mk.BPanels):
     """B's panels packed once before the loop around the call, when B is the same in every iteration (an
     smt.parallel loop's sub-blocks multiplied by one block of B): else None, and each call packs B."""
@@ -136,7 +133,7 @@ def _b_panels(conv, op, b: ir.Value, spec: mk.BPanels):
     converted_loop = ir.InsertionPoint.current.block.owner
     if getattr(converted_loop, "name", None) != "scf.for":
         return None
-    memo = conv.declared.setdefault(PANELS_MEMO, {})
+    memo = conv.b_panels
     key = (b, spec.name)
     if key not in memo:
         with ir.InsertionPoint(converted_loop):
