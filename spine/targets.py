@@ -28,6 +28,30 @@ _X86_CPU_LEVELS = {
     "haswell": "x86-64-v3", "broadwell": "x86-64-v3", "skylake": "x86-64-v3",
     "x86-64-v4": "x86-64-v4", "x86-64-v3": "x86-64-v3", "x86-64-v2": "x86-64-v2", "x86-64": "x86-64",
 }
+# RISC-V CPUs whose own features include V.
+RISCV_VECTOR_CPUS = ("spacemit-x60", "sifive-x280", "sifive-x390", "sifive-p470", "sifive-p670", "sifive-p870")
+
+
+def cpu_features(triple: str, cpu: str, features: str) -> frozenset:
+    """The features ("+name") of code built for `cpu` with the LLVM feature string `features`, as far as
+    Spine's choices need to know them: the CPU's own (its x86 level's, V for the RISC-V cores above), with
+    the string's additions and removals applied on top, as LLVM applies them ("-sse4a" leaves znver4's
+    AVX-512 in place)."""
+    own = set()
+    if triple.startswith("riscv64"):
+        if cpu in RISCV_VECTOR_CPUS or "rva23" in cpu:
+            own.add("+v")
+    elif triple.startswith(("x86_64", "i686")):
+        level = _X86_CPU_LEVELS.get(cpu)
+        names = [name for name, _ in _X86_LEVELS]
+        for name, required in _X86_LEVELS[names.index(level) if level in names else len(names):]:
+            own.update(required)
+    for feature in filter(None, features.split(",")):
+        if feature.startswith("-"):
+            own.discard("+" + feature[1:])
+        else:
+            own.add(feature if feature.startswith("+") else "+" + feature)
+    return frozenset(own)
 
 
 @dataclass(frozen=True)
@@ -81,11 +105,11 @@ def generic_cpu(triple: str, cpu: str, features: str) -> str:
     if triple.startswith("riscv64"):
         return "generic-rv64"
     if triple.startswith(("x86_64", "i686")):
-        enabled = set(features.split(","))
+        enabled = cpu_features(triple, cpu, features)
         for level, required in _X86_LEVELS:
             if enabled.issuperset(required):
                 return level
-        return _X86_CPU_LEVELS.get(cpu, "x86-64") if not features else "x86-64"
+        return "x86-64"
     return "generic"
 
 

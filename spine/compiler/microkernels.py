@@ -63,31 +63,18 @@ MICROKERNELS = {mk.name: mk for mk in (
 )}
 
 
-def _enabled(features: str) -> set:
-    return {f[1:] for f in features.split(",") if f.startswith("+")}
-
-
-# RISC-V CPUs whose own features (used when no feature string is given) include V. Any other CPU named
-# without features gets the portable kernel: scalable vectors on a CPU without V would not compile, fixed
-# ones always do.
-RISCV_VECTOR_CPUS = ("spacemit-x60", "sifive-x280", "sifive-x390", "sifive-p470", "sifive-p670", "sifive-p870")
-
-
 def choose(triple: str, cpu: str, features: str) -> MicroKernel:
     """The micro-kernel for code built for `triple`, `cpu` with LLVM `features` (an empty feature string
-    means the CPU's own features)."""
-    enabled = _enabled(features)
+    means the CPU's own features; a RISC-V CPU not known to have V gets the portable kernel: scalable
+    vectors on a CPU without V would not compile, fixed ones always do)."""
+    from ..targets import cpu_features
+    enabled = cpu_features(triple, cpu, features)
     if triple.startswith("riscv64"):
-        vector = "v" in enabled if features else (cpu in RISCV_VECTOR_CPUS or "rva23" in cpu)
-        return MICROKERNELS["rvv" if vector else "portable"]
+        return MICROKERNELS["rvv" if "+v" in enabled else "portable"]
     if triple.startswith(("x86_64", "i686")):
-        if not features:
-            from ..targets import generic_cpu
-            level = generic_cpu(triple, cpu, features)
-            return MICROKERNELS[{"x86-64-v4": "avx512", "x86-64-v3": "avx2"}.get(level, "sse")]
-        if "avx512f" in enabled:
+        if "+avx512f" in enabled:
             return MICROKERNELS["avx512"]
-        if {"avx2", "fma"} <= enabled:
+        if {"+avx2", "+fma"} <= enabled:
             return MICROKERNELS["avx2"]
         return MICROKERNELS["sse"]
     return MICROKERNELS["portable"]

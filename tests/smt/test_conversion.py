@@ -115,9 +115,23 @@ def test_ordinary_code_is_not_smt(fresh_cache):
     ("x86_64-unknown-linux-gnu", "x86-64-v2", "", "sse"),
     ("x86_64-unknown-linux-gnu", "x86-64", "+avx2,+fma,-avx512f", "avx2"),
     ("x86_64-unknown-linux-gnu", "x86-64", "+avx512f,+avx512bw", "avx512"),
+    # a feature string changes the CPU's own features; it does not replace them (as in LLVM)
+    ("x86_64-unknown-linux-gnu", "znver4", "-sse4a", "avx512"),
+    ("x86_64-unknown-linux-gnu", "znver4", "-avx512f", "avx2"),
+    ("riscv64-unknown-linux-gnu", "spacemit-x60", "-zfh", "rvv"),
+    ("riscv64-unknown-linux-gnu", "spacemit-x60", "-v", "portable"),
 ])
 def test_microkernel_choice(triple, cpu, features, name):
     assert choose(triple, cpu, features).name == name
+
+
+@pytest.mark.parametrize("cpu,features,level", [
+    ("znver4", "", "x86-64-v4"), ("znver4", "-sse4a", "x86-64-v4"), ("znver4", "-avx512f", "x86-64-v3"),
+    ("x86-64", "+avx2,+fma,+bmi2,+movbe", "x86-64-v3"), ("unknown-cpu", "", "x86-64"),
+])
+def test_generic_cpu_keeps_the_instruction_set(cpu, features, level):
+    from spine.targets import generic_cpu
+    assert generic_cpu("x86_64-unknown-linux-gnu", cpu, features) == level
 
 
 def test_register_blocks_fit():
