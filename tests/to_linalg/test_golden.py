@@ -66,14 +66,17 @@ CHECK: memref.load %arg0
 """)
 
 
-def test_reduction_seeds_with_first_slice(fresh_cache):
+def test_reductions_cover_the_whole_row(fresh_cache):
     text = linalg_of(row_reduce_kernel, {"x_ptr": "*fp32", "sum_ptr": "*fp32", "max_ptr": "*fp32",
                                          "min_ptr": "*fp32", "M": "i32", "N": "i32", "stride_m": "i32",
                                          "BM": "constexpr", "BN": "constexpr"}, {(7,): 8, (8,): 16})
     filecheck(text, """
+CHECK: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<8xf32>)
+CHECK: linalg.generic {{.*}}"parallel", "reduction"{{.*}} ins(%{{.*}} : tensor<8x16xf32>)
+CHECK: arith.addf {{.*}} fastmath<reassoc>
 CHECK: tensor.extract_slice %{{.*}}[0, 0] [8, 1] [1, 1] : tensor<8x16xf32> to tensor<8xf32>
-CHECK: tensor.extract_slice %{{.*}}[0, 1] [8, 15] [1, 1]
-CHECK: linalg.reduce { arith.addf {fastmath = #arith.fastmath<reassoc>} }
+CHECK: linalg.generic {{.*}}"parallel", "reduction"{{.*}} ins(%{{.*}} : tensor<8x16xf32>)
+CHECK: arith.maxnumf {{.*}} fastmath<reassoc>
 """)
 
 

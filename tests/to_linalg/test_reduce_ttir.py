@@ -1,0 +1,116 @@
+"""How tt.reduce seeds its accumulator, from TTIR text (to_linalg/reduce.py): a combiner that is one known
+op reduces the whole axis (from its identity, or from the first slice when the op is idempotent), any
+other combiner the rest of the axis into the first slice."""
+import pytest
+
+from tests.to_linalg.test_branches_ttir import converted
+from tests.to_linalg.test_golden import filecheck
+
+
+def reduce_module(elem: str, combiner: str) -> str:
+    return f"""
+module {{
+  tt.func public @k(%p: !tt.ptr<{elem}>) {{
+    %r = tt.make_range {{end = 16 : i32, start = 0 : i32}} : tensor<16xi32>
+    %s = tt.splat %p : !tt.ptr<{elem}> -> tensor<16x!tt.ptr<{elem}>>
+    %ptrs = tt.addptr %s, %r : tensor<16x!tt.ptr<{elem}>>, tensor<16xi32>
+    %x = tt.load %ptrs : tensor<16x!tt.ptr<{elem}>>
+    %v = "tt.reduce"(%x) <{{axis = 0 : i32}}> ({{
+    ^bb0(%a: {elem}, %b: {elem}):
+{combiner}
+    }}) : (tensor<16x{elem}>) -> {elem}
+    tt.store %p, %v : !tt.ptr<{elem}>
+    tt.return
+  }}
+}}
+"""
+
+
+def one_op(op: str, elem: str) -> str:
+    return f"""      %c = {op} %a, %b : {elem}
+      tt.reduce.return %c : {elem}"""
+
+
+@pytest.mark.parametrize("op, elem, identity", [
+    ("arith.addf", "f32", "-0.000000e+00 : f32"),
+    ("arith.mulf", "f32", "1.000000e+00 : f32"),
+    ("arith.addi", "i32", "0 : i32"),
+    ("arith.xori", "i32", "0 : i32"),
+])
+def test_sums_and_products_start_from_the_identity(tmp_path, op, elem, identity):
+    text = converted(reduce_module(elem, one_op(op, elem)), tmp_path)
+    assert "tensor.extract_slice" not in text
+    filecheck(text, f"""
+CHECK: arith.constant {identity}
+CHECK: linalg.generic {{{{.*}}}}["reduction"]{{{{.*}}}} ins(%{{{{.*}}}} : tensor<16x{elem}>)
+CHECK-NEXT: ^bb0
+CHECK-NEXT: {op}
+""")
+
+
+@pytest.mark.parametrize("op, elem", [("arith.maxnumf", "f32"), ("arith.minimumf", "f32"), ("arith.maxsi", "i32"),
+                                      ("arith.ori", "i32")])
+def test_idempotent_ops_reduce_the_whole_axis_into_the_first_element(tmp_path, op, elem):
+    filecheck(converted(reduce_module(elem, one_op(op, elem)), tmp_path), f"""
+CHECK: tensor.extract_slice %{{{{.*}}}}[0] [1] [1] : tensor<16x{elem}> to tensor<{elem}>
+CHECK-NEXT: linalg.generic {{{{.*}}}}["reduction"]{{{{.*}}}} ins(%{{{{.*}}}} : tensor<16x{elem}>)
+CHECK-NEXT: ^bb0
+CHECK-NEXT: {op}
+""")
+
+
+def test_other_combiners_reduce_the_rest_into_the_first_element(tmp_path):
+    # a - b is not a known combiner: seeding with the identity or repeating an element would change it
+    combiner = """      %c = arith.subf %a, %b : f32
+      tt.reduce.return %c : f32"""
+    filecheck(converted(reduce_module("f32", combiner), tmp_path), """
+CHECK: tensor.extract_slice %{{.*}}[0] [1] [1] : tensor<16xf32> to tensor<f32>
+CHECK-NEXT: tensor.extract_slice %{{.*}}[1] [15] [1] : tensor<16xf32> to tensor<15xf32>
+CHECK-NEXT: linalg.generic {{.*}}["reduction"]{{.*}} ins(%{{.*}} : tensor<15xf32>)
+""")
+
+
+def test_a_combiner_of_two_ops_is_not_taken_for_its_first(tmp_path):
+    combiner = """      %c = arith.addf %a, %b : f32
+      %d = arith.mulf %c, %c : f32
+      tt.reduce.return %d : f32"""
+    filecheck(converted(reduce_module("f32", combiner), tmp_path), """
+CHECK: tensor.extract_slice %{{.*}}[1] [15] [1] : tensor<16xf32> to tensor<15xf32>
+""")
+
+
+SUM_OF_SQUARES = """
+module {
+  tt.func public @k(%p: !tt.ptr<f32>) {
+    %r = tt.make_range {end = 16 : i32, start = 0 : i32} : tensor<16xi32>
+    %s = tt.splat %p : !tt.ptr<f32> -> tensor<16x!tt.ptr<f32>>
+    %ptrs = tt.addptr %s, %r : tensor<16x!tt.ptr<f32>>, tensor<16xi32>
+    %x = tt.load %ptrs : tensor<16x!tt.ptr<f32>>
+    %sq = arith.mulf %x, %x : tensor<16xf32>
+    %v = "tt.reduce"(%sq) <{axis = 0 : i32}> ({
+    ^bb0(%a: f32, %b: f32):
+      %c = arith.addf %a, %b : f32
+      tt.reduce.return %c : f32
+    }) : (tensor<16xf32>) -> f32
+    tt.store %p, %v : !tt.ptr<f32>
+    tt.return
+  }
+}
+"""
+
+
+def test_elementwise_producers_fuse_into_the_reduction(tmp_path):
+    """The squares are computed in the reduction's loop, not written to a buffer first (lowered IR)."""
+    from spine.compiler.lower import BUFFERIZE, _run
+    from mlir import ir
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(converted(SUM_OF_SQUARES, tmp_path))
+        _run(module, BUFFERIZE)
+        text = str(module)
+    filecheck(text, """
+CHECK: linalg.generic {{.*}}["reduction"]
+CHECK-NEXT: ^bb0(%[[IN:.*]]: f32, %[[ACC:.*]]: f32):
+CHECK-NEXT: %[[SQ:.*]] = arith.mulf %[[IN]], %[[IN]]
+CHECK-NEXT: arith.addf %[[ACC]], %[[SQ]]
+""")
+    assert text.count("linalg.generic") == 1
