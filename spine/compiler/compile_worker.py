@@ -55,9 +55,9 @@ def _run_linalg(generic_ttir: str, direct_loads: bool, bounds_check: bool):
     return convert_ttir(generic_ttir, direct_loads=direct_loads, bounds_check=bounds_check)
 
 
-def _run_llir(linalg_text: str, inline_copies: bool, line_tables: bool):
+def _run_llir(linalg_text: str, choices):
     from .lower import lower
-    return lower(linalg_text, inline_copies=inline_copies, line_tables=line_tables)
+    return lower(linalg_text, choices)
 
 
 def _run_obj(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str, want_assembly: bool,

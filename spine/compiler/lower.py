@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+from dataclasses import dataclass
 
 from ..errors import SpineCompilationError, describe_location
 from ..targets import STACK_TILE_BYTES
@@ -94,11 +95,26 @@ def to_llvm_ir(module) -> str:
         lib.LLVMContextDispose(llvm_context)
 
 
-def lower(linalg_text: str, inline_copies: bool = False, line_tables: bool = False) -> str:
-    """`inline_copies`: keep copy loops as loops (vectorised in place) instead of letting LLVM turn them
-    into memcpy calls; right where the C library's memcpy is scalar (glibc on RISC-V).
-    `line_tables`: emit DWARF line tables from the kernel's source locations, so a fault's code address
-    can be named by its source line (debug compiles)."""
+@dataclass(frozen=True)
+class LoweringChoices:
+    """What the lowering does differently per target and build."""
+    # Keep copy loops as loops (vectorised in place) instead of letting LLVM turn them into memcpy calls:
+    # right where the C library's memcpy is scalar (glibc on RISC-V).
+    inline_copies: bool = False
+    # exp's and erf's polynomials in Estrin's form: out-of-order cores (math_expansion.expand_math).
+    short_chains: bool = False
+    # DWARF line tables from the kernel's source locations, so a fault's code address can be named by its
+    # source line (debug compiles).
+    line_tables: bool = False
+
+    @classmethod
+    def for_target(cls, triple: str, debug: bool = False) -> "LoweringChoices":
+        riscv = triple.startswith("riscv")
+        return cls(inline_copies=riscv, short_chains=not riscv, line_tables=debug)
+
+
+def lower(linalg_text: str, choices: LoweringChoices = LoweringChoices()) -> str:
+    inline_copies, line_tables = choices.inline_copies, choices.line_tables
     from mlir import ir
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(linalg_text)
@@ -118,7 +134,7 @@ def lower(linalg_text: str, inline_copies: bool = False, line_tables: bool = Fal
         _copies_to_linalg(module)
         _stores_in_place(module)
         _run(module, TO_LOOPS)
-        expand_math(module)
+        expand_math(module, choices.short_chains)
         if "bf16" in linalg_text:
             _run(module, BF16_TO_INTEGER_OPS)
         if parallel:

@@ -9,7 +9,7 @@ import torch
 import triton
 
 from spine.compiler.export import export_generic
-from spine.compiler.lower import lower
+from spine.compiler.lower import LoweringChoices, lower
 from spine.compiler.microkernels import choose
 from spine.compiler.pipeline import make_so
 from spine.driver import CPUDriver
@@ -108,7 +108,7 @@ def _llir_for(kernel, options, tmp_path) -> str:
         return kernel.asm["llir"]
     tmp_path.mkdir(parents=True)
     module = parse_ttir(ttir.replace(named.group(0), wanted), tmp_path)
-    return lower(convert_ttir(export_generic(module)).text, inline_copies=options.triple.startswith("riscv"))
+    return lower(convert_ttir(export_generic(module)).text, LoweringChoices.for_target(options.triple))
 
 
 @pytest.mark.parametrize("cpu", X86_CPUS)
