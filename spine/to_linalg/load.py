@@ -32,6 +32,7 @@ from .block_pointers import as_pointer_and_mask, boundary_check
 from .converter import handles
 from .memory import (Window, each_unmasked_element, mask_bytes, may_view_whole_tile, pointer_view,
                      split_operands)
+from .tile_copy import copy_tile, shuffle_transposable
 from .types import element_type, shape_of
 
 
@@ -120,7 +121,11 @@ def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_pl
         with ir.InsertionPoint(branch.then_block):
             scf.YieldOp([_copied_tile(ptr, window, fill, _in_layout_of(buffer, view.type))])
         return branch.results[0]
-    return _copied_tile(ptr, window, fill)
+    return _copied_tile(ptr, window, fill, by_shuffles=_transposes_by_shuffles(conv))
+
+
+def _transposes_by_shuffles(conv) -> bool:
+    return conv.microkernel is not None and conv.microkernel.shuffle_transposes
 
 
 def _in_layout_of(buffer: ir.Value, view_type: ir.Type) -> ir.Value:
@@ -155,34 +160,30 @@ def _tile_bytes(ptr: st.PointerState) -> int:
     return count * max(1, getattr(ptr.element_type, "width", 64) // 8)
 
 
-def _copied_tile(ptr: st.PointerState, window, fill: ir.Value, buffer=None) -> ir.Value:
+def _copied_tile(ptr: st.PointerState, window, fill: ir.Value, buffer=None, by_shuffles: bool = False) -> ir.Value:
+    """`by_shuffles`: transpose a tile read across its source's rows in registers (tile_copy.py) whenever
+    the window is whole at run time; edge tiles are copied element by element."""
     if buffer is None:
         buffer = _tile_buffer(ptr.shape, ptr.element_type)
+    by_shuffles = by_shuffles and shuffle_transposable(ir.MemRefType(buffer.type))
     if window is None:
-        _copy(pointer_view(ptr), buffer, ptr.strides)
+        copy_tile(pointer_view(ptr), buffer, ptr.strides, by_shuffles)
+    elif by_shuffles:
+        branch = scf.IfOp(_is_partial(window, ptr.shape), [], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            _copy_window(ptr, window, fill, buffer)
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):
+            copy_tile(pointer_view(ptr), buffer, ptr.strides, by_shuffles)
+            scf.YieldOp([])
     else:
-        _fill_unless_full(window, ptr.shape, fill, buffer)
-        _copy(pointer_view(ptr, window), b.memref_window(buffer, window.starts, window.sizes), ptr.strides)
+        _copy_window(ptr, window, fill, buffer)
     return _as_tensor(buffer, ptr.shape, ptr.element_type)
 
 
-def _copy(source: ir.Value, destination: ir.Value, strides) -> None:
-    """linalg.copy, whose innermost loop runs along the last dimension. A 2-D tile read across its
-    source's rows (a transposed operand: element (k, n) at n * K + k, stride 1 along the first dimension)
-    is copied through transposed views instead, so that the inner loop reads memory in order: one cache
-    line serves 16 elements rather than one."""
-    if len(strides) == 2 and strides[0] == 1 and strides[1] != 1:
-        source, destination = _transposed(source), _transposed(destination)
-    linalg.copy(source, outs=[destination])
-
-
-def _transposed(view: ir.Value) -> ir.Value:
-    view_type = ir.MemRefType(view.type)
-    strides, offset = view_type.get_strides_and_offset()
-    layout = ir.StridedLayoutAttr.get(offset, list(reversed(strides)))
-    result = ir.MemRefType.get(list(reversed(view_type.shape)), view_type.element_type, layout=layout)
-    swap = ir.AffineMapAttr.get(ir.AffineMap.get_permutation([1, 0]))
-    return memref.TransposeOp(result, view, swap).result
+def _copy_window(ptr: st.PointerState, window, fill: ir.Value, buffer: ir.Value) -> None:
+    _fill_unless_full(window, ptr.shape, fill, buffer)
+    copy_tile(pointer_view(ptr, window), b.memref_window(buffer, window.starts, window.sizes), ptr.strides)
 
 
 def _is_partial(window: Window, shape):

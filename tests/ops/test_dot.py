@@ -49,6 +49,21 @@ def test_matmul_of_transposed_view(target):
     torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_matmul_of_transposed_operands_full_and_edge_tiles(target, dtype):
+    """Both operands read across their rows (x @ W^T with W as nn.Linear keeps it): whole 16 x 16 tiles
+    are transposed in registers on x86, edge tiles element by element."""
+    m, n, k = 37, 45, 50
+    a = torch.randn(k, m).to(dtype).t()
+    b = torch.randn(n, k).to(dtype).t()
+    c = torch.empty(m, n, dtype=dtype)
+    grid = (triton.cdiv(m, 16), triton.cdiv(n, 16))
+    matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+                        c.stride(1), BM=16, BN=16, BK=16)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=tol, atol=tol)
+
+
 @triton.jit
 def int8_dot_kernel(a_ptr, b_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     rm = tl.arange(0, BM)

@@ -139,3 +139,46 @@ CHECK-NOT: spine_smt_matmul
 CHECK: linalg.generic
 CHECK-SAME: iterator_types = ["parallel", "reduction", "parallel"]
 """)
+
+
+TRANSPOSED_DOT = """
+module MODULE_ATTRIBUTES{
+  tt.func public @k(%p: !tt.ptr<f32>) {
+    %r = tt.make_range {end = 32 : i32, start = 0 : i32} : tensor<32xi32>
+    %row = tt.expand_dims %r {axis = 1 : i32} : tensor<32xi32> -> tensor<32x1xi32>
+    %col = tt.expand_dims %r {axis = 0 : i32} : tensor<32xi32> -> tensor<1x32xi32>
+    %c32 = arith.constant dense<32> : tensor<1x32xi32>
+    %cols = arith.muli %col, %c32 : tensor<1x32xi32>
+    %rb = tt.broadcast %row : tensor<32x1xi32> -> tensor<32x32xi32>
+    %cb = tt.broadcast %cols : tensor<1x32xi32> -> tensor<32x32xi32>
+    %offs = arith.addi %rb, %cb : tensor<32x32xi32>
+    %s = tt.splat %p : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
+    %ptrs = tt.addptr %s, %offs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
+    %x = tt.load %ptrs : tensor<32x32x!tt.ptr<f32>>
+    %zero = arith.constant dense<0.0> : tensor<32x32xf32>
+    %d = tt.dot %x, %x, %zero : tensor<32x32xf32> * tensor<32x32xf32> -> tensor<32x32xf32>
+    tt.store %ptrs, %d : tensor<32x32x!tt.ptr<f32>>
+    tt.return
+  }
+}
+"""
+
+
+def test_x86_transposes_a_tile_read_across_rows_in_registers(tmp_path):
+    """Element (i, j) at j * 32 + i: copied by 8 x 8 blocks of row loads, shuffles and row stores."""
+    filecheck(converted(with_microkernel(TRANSPOSED_DOT, "avx512"), tmp_path), """
+CHECK: func.func @k
+CHECK: scf.for
+CHECK: vector.load {{.*}} : memref<32x32xf32, strided<[32, 1]>>, vector<8xf32>
+CHECK-COUNT-24: vector.shuffle
+CHECK: vector.store {{.*}} : memref<32x32xf32>, vector<8xf32>
+""")
+
+
+def test_rvv_copies_a_tile_read_across_rows_with_strided_stores(tmp_path):
+    text = converted(with_microkernel(TRANSPOSED_DOT, "rvv"), tmp_path)
+    filecheck(text, """
+CHECK: memref.transpose
+CHECK: linalg.copy
+""")
+    assert "vector.shuffle" not in text
