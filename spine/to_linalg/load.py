@@ -32,7 +32,7 @@ from .block_pointers import as_pointer_and_mask, boundary_check
 from .converter import handles
 from .memory import (Window, each_unmasked_element, mask_bytes, may_view_whole_tile, pointer_view,
                      split_operands)
-from .tile_copy import copy_tile, shuffle_transposable
+from .tile_copy import copy_tile, transpose_block
 from .types import element_type, shape_of
 
 
@@ -121,11 +121,13 @@ def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_pl
         with ir.InsertionPoint(branch.then_block):
             scf.YieldOp([_copied_tile(ptr, window, fill, _in_layout_of(buffer, view.type))])
         return branch.results[0]
-    return _copied_tile(ptr, window, fill, by_shuffles=_transposes_by_shuffles(conv))
+    return _copied_tile(ptr, window, fill, lanes=_transpose_lanes(conv))
 
 
-def _transposes_by_shuffles(conv) -> bool:
-    return conv.microkernel is not None and conv.microkernel.shuffle_transposes
+def _transpose_lanes(conv) -> int:
+    """How wide a block the target transposes in registers (0: it copies element by element)."""
+    kernel = conv.microkernel
+    return kernel.lanes if kernel is not None and kernel.shuffle_transposes else 0
 
 
 def _in_layout_of(buffer: ir.Value, view_type: ir.Type) -> ir.Value:
@@ -160,21 +162,22 @@ def _tile_bytes(ptr: st.PointerState) -> int:
     return count * max(1, getattr(ptr.element_type, "width", 64) // 8)
 
 
-def _copied_tile(ptr: st.PointerState, window, fill: ir.Value, buffer=None, by_shuffles: bool = False) -> ir.Value:
-    """`by_shuffles`: transpose a tile read across its source's rows in registers (tile_copy.py) whenever
-    the window is whole at run time; edge tiles are copied element by element."""
+def _copied_tile(ptr: st.PointerState, window, fill: ir.Value, buffer=None, lanes: int = 0) -> ir.Value:
+    """`lanes`: transpose a tile read across its source's rows in registers, by blocks up to that wide
+    (tile_copy.py), whenever the window is whole at run time; edge tiles are copied element by element."""
     if buffer is None:
         buffer = _tile_buffer(ptr.shape, ptr.element_type)
-    by_shuffles = by_shuffles and shuffle_transposable(ir.MemRefType(buffer.type))
+    if not transpose_block(ir.MemRefType(buffer.type), lanes):
+        lanes = 0
     if window is None:
-        copy_tile(pointer_view(ptr), buffer, ptr.strides, by_shuffles)
-    elif by_shuffles:
+        copy_tile(pointer_view(ptr), buffer, ptr.strides, lanes)
+    elif lanes:
         branch = scf.IfOp(_is_partial(window, ptr.shape), [], has_else=True)
         with ir.InsertionPoint(branch.then_block):
             _copy_window(ptr, window, fill, buffer)
             scf.YieldOp([])
         with ir.InsertionPoint(branch.else_block):
-            copy_tile(pointer_view(ptr), buffer, ptr.strides, by_shuffles)
+            copy_tile(pointer_view(ptr), buffer, ptr.strides, lanes)
             scf.YieldOp([])
     else:
         _copy_window(ptr, window, fill, buffer)

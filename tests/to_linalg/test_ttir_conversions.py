@@ -1,5 +1,8 @@
 """What the conversion makes of triton's float ops, fp8 values and device function calls, from TTIR text
-(to_linalg/float_ops.py, fp8.py, calls.py)."""
+(to_linalg/float_ops.py, fp8.py, calls.py), and how tt.dot and its transposed tiles are built (dot.py,
+tile_copy.py)."""
+import pytest
+
 from tests.to_linalg.test_branches_ttir import converted
 from tests.to_linalg.test_golden import filecheck
 
@@ -164,14 +167,17 @@ module MODULE_ATTRIBUTES{
 """
 
 
-def test_x86_transposes_a_tile_read_across_rows_in_registers(tmp_path):
-    """Element (i, j) at j * 32 + i: copied by 8 x 8 blocks of row loads, shuffles and row stores."""
-    filecheck(converted(with_microkernel(TRANSPOSED_DOT, "avx512"), tmp_path), """
+@pytest.mark.parametrize("microkernel, block, shuffles", [("avx512", 16, 64), ("avx2", 8, 24)])
+def test_x86_transposes_a_tile_read_across_rows_in_registers(tmp_path, microkernel, block, shuffles):
+    """Element (i, j) at j * 32 + i: copied by blocks as wide as the vectors, of row loads, shuffles and
+    row stores."""
+    filecheck(converted(with_microkernel(TRANSPOSED_DOT, microkernel), tmp_path), f"""
 CHECK: func.func @k
 CHECK: scf.for
-CHECK: vector.load {{.*}} : memref<32x32xf32, strided<[32, 1]>>, vector<8xf32>
-CHECK-COUNT-24: vector.shuffle
-CHECK: vector.store {{.*}} : memref<32x32xf32>, vector<8xf32>
+CHECK: vector.load {{{{.*}}}} : memref<32x32xf32, strided<[32, 1]>>, vector<{block}xf32>
+CHECK-COUNT-{shuffles}: vector.shuffle
+CHECK-NOT: vector.shuffle
+CHECK: vector.store {{{{.*}}}} : memref<32x32xf32>, vector<{block}xf32>
 """)
 
 
