@@ -59,6 +59,18 @@ CHECK-NEXT: {op}
 """)
 
 
+@pytest.mark.parametrize("microkernel, reduced", [("avx512", 16), ("rvv", 15)])
+def test_idempotent_ops_keep_the_first_slice_seed_on_scalable_vectors(tmp_path, microkernel, reduced):
+    """RVV's remainder is a shorter vector, not a scalar loop: there the max reduces the other 15."""
+    text = reduce_module("f32", one_op("arith.maxnumf", "f32")).replace(
+        "module {", f'module attributes {{"spine.microkernel" = "{microkernel}"}} {{', 1)
+    filecheck(converted(text, tmp_path), f"""
+CHECK: linalg.generic {{{{.*}}}}["reduction"]{{{{.*}}}} ins(%{{{{.*}}}} : tensor<{reduced}xf32>)
+CHECK-NEXT: ^bb0
+CHECK-NEXT: arith.maxnumf
+""")
+
+
 def test_other_combiners_reduce_the_rest_into_the_first_element(tmp_path):
     # a - b is not a known combiner: seeding with the identity or repeating an element would change it
     combiner = """      %c = arith.subf %a, %b : f32
