@@ -7,7 +7,9 @@ from tests.to_linalg.test_branches_ttir import converted
 from tests.to_linalg.test_golden import filecheck
 
 
-def reduce_module(elem: str, combiner: str) -> str:
+def reduce_module(elem: str, combiner: str, before: str = "") -> str:
+    """Loads %x (16 elements), runs `before` (which may define %x2 from it) and reduces %x2 or %x."""
+    reduced = "%x2" if "%x2" in before else "%x"
     return f"""
 module {{
   tt.func public @k(%p: !tt.ptr<{elem}>) {{
@@ -15,7 +17,8 @@ module {{
     %s = tt.splat %p : !tt.ptr<{elem}> -> tensor<16x!tt.ptr<{elem}>>
     %ptrs = tt.addptr %s, %r : tensor<16x!tt.ptr<{elem}>>, tensor<16xi32>
     %x = tt.load %ptrs : tensor<16x!tt.ptr<{elem}>>
-    %v = "tt.reduce"(%x) <{{axis = 0 : i32}}> ({{
+    {before}
+    %v = "tt.reduce"({reduced}) <{{axis = 0 : i32}}> ({{
     ^bb0(%a: {elem}, %b: {elem}):
 {combiner}
     }}) : (tensor<16x{elem}>) -> {elem}
@@ -91,24 +94,7 @@ CHECK: tensor.extract_slice %{{.*}}[1] [15] [1] : tensor<16xf32> to tensor<15xf3
 """)
 
 
-SUM_OF_SQUARES = """
-module {
-  tt.func public @k(%p: !tt.ptr<f32>) {
-    %r = tt.make_range {end = 16 : i32, start = 0 : i32} : tensor<16xi32>
-    %s = tt.splat %p : !tt.ptr<f32> -> tensor<16x!tt.ptr<f32>>
-    %ptrs = tt.addptr %s, %r : tensor<16x!tt.ptr<f32>>, tensor<16xi32>
-    %x = tt.load %ptrs : tensor<16x!tt.ptr<f32>>
-    %sq = arith.mulf %x, %x : tensor<16xf32>
-    %v = "tt.reduce"(%sq) <{axis = 0 : i32}> ({
-    ^bb0(%a: f32, %b: f32):
-      %c = arith.addf %a, %b : f32
-      tt.reduce.return %c : f32
-    }) : (tensor<16xf32>) -> f32
-    tt.store %p, %v : !tt.ptr<f32>
-    tt.return
-  }
-}
-"""
+SUM_OF_SQUARES = reduce_module("f32", one_op("arith.addf", "f32"), before="%x2 = arith.mulf %x, %x : tensor<16xf32>")
 
 
 def test_elementwise_producers_fuse_into_the_reduction(tmp_path):
