@@ -167,17 +167,16 @@ def _copied_tile(ptr: st.PointerState, window, fill: ir.Value, buffer=None, lane
     (tile_copy.py), whenever the window is whole at run time; edge tiles are copied element by element."""
     if buffer is None:
         buffer = _tile_buffer(ptr.shape, ptr.element_type)
-    if not transpose_block(ir.MemRefType(buffer.type), lanes):
-        lanes = 0
+    block = transpose_block(ir.MemRefType(buffer.type), ptr.strides, lanes)
     if window is None:
-        copy_tile(pointer_view(ptr), buffer, ptr.strides, lanes)
-    elif lanes:
+        copy_tile(pointer_view(ptr), buffer, ptr.strides, block)
+    elif block:
         branch = scf.IfOp(_is_partial(window, ptr.shape), [], has_else=True)
         with ir.InsertionPoint(branch.then_block):
             _copy_window(ptr, window, fill, buffer)
             scf.YieldOp([])
         with ir.InsertionPoint(branch.else_block):
-            copy_tile(pointer_view(ptr), buffer, ptr.strides, lanes)
+            copy_tile(pointer_view(ptr), buffer, ptr.strides, block)
             scf.YieldOp([])
     else:
         _copy_window(ptr, window, fill, buffer)

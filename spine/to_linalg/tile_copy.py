@@ -21,11 +21,10 @@ from . import index_math as im
 BLOCKS = (16, 8)
 
 
-def copy_tile(source: ir.Value, destination: ir.Value, strides, lanes: int = 0) -> None:
-    """destination = source (memrefs of one shape); `strides` are the source's, in elements; `lanes`: the
-    widest block to transpose in registers (0: none)."""
-    if len(strides) == 2 and strides[0] == 1 and strides[1] != 1:
-        block = transpose_block(ir.MemRefType(destination.type), lanes)
+def copy_tile(source: ir.Value, destination: ir.Value, strides, block: int = 0) -> None:
+    """destination = source (memrefs of one shape); `strides` are the source's, in elements; `block`: the
+    blocks a transposed tile is copied by in registers (transpose_block; 0: element by element)."""
+    if _read_across_rows(strides):
         if block:
             _copy_by_blocks(transposed(source), destination, block)
             return
@@ -33,13 +32,19 @@ def copy_tile(source: ir.Value, destination: ir.Value, strides, lanes: int = 0) 
     linalg.copy(source, outs=[destination])
 
 
-def transpose_block(tile_type: ir.MemRefType, lanes: int) -> int:
-    """The block copy_tile transposes a whole tile of this type by (0: none): 32-bit elements, static
-    sizes that are multiples of the block, the block no wider than `lanes`."""
+def transpose_block(tile_type: ir.MemRefType, strides, lanes: int) -> int:
+    """The block copy_tile transposes a whole tile of this type, read with these strides, by (0: none):
+    a tile read across its source's rows, of 32-bit elements and static sizes that are multiples of the
+    block, the block no wider than `lanes`."""
     elem = tile_type.element_type
-    if tile_type.rank != 2 or getattr(elem, "width", None) != 32 or ir.ShapedType.get_dynamic_size() in tile_type.shape:
+    if (not _read_across_rows(strides) or tile_type.rank != 2 or getattr(elem, "width", None) != 32
+            or ir.ShapedType.get_dynamic_size() in tile_type.shape):
         return 0
     return next((block for block in BLOCKS if block <= lanes and all(n % block == 0 for n in tile_type.shape)), 0)
+
+
+def _read_across_rows(strides) -> bool:
+    return len(strides) == 2 and strides[0] == 1 and strides[1] != 1
 
 
 def transposed(view: ir.Value) -> ir.Value:

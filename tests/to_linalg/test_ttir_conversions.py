@@ -188,3 +188,36 @@ CHECK: memref.transpose
 CHECK: linalg.copy
 """)
     assert "vector.shuffle" not in text
+
+
+MASKED_DOT = """
+module attributes {"spine.microkernel" = "avx512"} {
+  tt.func public @k(%p: !tt.ptr<f32>, %n: i32) {
+""" + POINTERS_32X32 + """    %nr = tt.splat %n : i32 -> tensor<32x1xi32>
+    %rmask = arith.cmpi slt, %row, %nr : tensor<32x1xi32>
+    %nc = tt.splat %n : i32 -> tensor<1x32xi32>
+    %cmask = arith.cmpi slt, %col, %nc : tensor<1x32xi32>
+    %rm = tt.broadcast %rmask : tensor<32x1xi1> -> tensor<32x32xi1>
+    %cm = tt.broadcast %cmask : tensor<1x32xi1> -> tensor<32x32xi1>
+    %mask = arith.andi %rm, %cm : tensor<32x32xi1>
+    %zero = arith.constant dense<0.0> : tensor<32x32xf32>
+    %x = tt.load %ptrs, %mask, %zero : tensor<32x32x!tt.ptr<f32>>
+    %d = tt.dot %x, %x, %zero : tensor<32x32xf32> * tensor<32x32xf32> -> tensor<32x32xf32>
+    tt.store %ptrs, %d : tensor<32x32x!tt.ptr<f32>>
+    tt.return
+  }
+}
+"""
+
+
+def test_a_masked_tile_read_along_its_rows_is_copied_through_its_window(tmp_path):
+    """Only a tile read across its source's rows gets the whole-tile branch of register transposes."""
+    text = converted(MASKED_DOT, tmp_path)
+    kernel = text[text.index("func.func @k"):]
+    assert "vector.shuffle" not in kernel and "memref.transpose" not in kernel
+    assert "} else {" not in kernel
+    filecheck(kernel, """
+CHECK: scf.if
+CHECK-NEXT: linalg.fill
+CHECK: linalg.copy {{.*}} outs(%{{.*}} : memref<?x?xf32
+""")
