@@ -114,13 +114,13 @@ class LoweringChoices:
 
 
 def lower(linalg_text: str, choices: LoweringChoices = LoweringChoices()) -> str:
-    inline_copies, line_tables = choices.inline_copies, choices.line_tables
     from mlir import ir
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(linalg_text)
         # Line tables: the kernel stays a function of its own, since code inlined into the entry point
         # (which has no debug information) would lose its source lines.
-        passthrough = (['"no-builtins"'] if inline_copies else []) + (['"noinline"'] if line_tables else [])
+        passthrough = ((['"no-builtins"'] if choices.inline_copies else [])
+                       + (['"noinline"'] if choices.line_tables else []))
         if passthrough:
             for op in module.body.operations:
                 if op.operation.name == "func.func" and not op.is_external:
@@ -141,7 +141,7 @@ def lower(linalg_text: str, choices: LoweringChoices = LoweringChoices()) -> str
             _run(module, parallel_loops.TO_OPENMP)
             parallel_loops.inline_alloca_scopes(module)
         _run(module, parallel_loops.with_openmp(TO_LLVM) if parallel else TO_LLVM)
-        if line_tables:
+        if choices.line_tables:
             _run(module, LINE_TABLES)
         llvm_ir = to_llvm_ir(module)
         return with_bf16_truncation(parallel_loops.rename_runtime_calls(llvm_ir) if parallel else llvm_ir)
