@@ -59,9 +59,7 @@ def convert_reduce(conv, op):
     bools = [is_bool(v.type) for v in op.operands]
     inputs = [materialize.widen_bool(conv.concrete(v)) for v in op.operands]
     count = shape_of(inputs[0].type)[axis]
-    whole_axis = _single_op_combiner(op) if count > 1 else None
-    if whole_axis in IDEMPOTENT and conv.microkernel is not None and conv.microkernel.scalable:
-        whole_axis = None
+    whole_axis = _whole_axis(conv, op) if count > 1 else None
     if whole_axis in IDENTITIES:
         inits = [_identity(whole_axis, _slice_type(x, axis)) for x in inputs]
     else:
@@ -107,6 +105,14 @@ def _reduction(inputs: list[ir.Value], inits: list[ir.Value], axis: int) -> lina
                  for d in range(rank)]
     return linalg.GenericOp([v.type for v in inits], inputs, inits, ir.ArrayAttr.get(maps),
                             ir.ArrayAttr.get(iterators))
+
+
+def _whole_axis(conv, op) -> str | None:
+    """The combiner's one op when the reduction covers the whole axis (see above), else None."""
+    name = _single_op_combiner(op)
+    if name in IDEMPOTENT and conv.microkernel is not None and conv.microkernel.scalable:
+        return None
+    return name
 
 
 def _single_op_combiner(op) -> str | None:
