@@ -58,6 +58,12 @@ def _packed_kernel(conv, a: ir.Value, b: ir.Value, acc: ir.Value):
     return conv.microkernel
 
 
+def is_packed(conv, op) -> bool:
+    """Whether the TTIR tt.dot `op` goes through the packed matmul (its operand types are those of the
+    converted values)."""
+    return op.name == "tt.dot" and _packed_kernel(conv, *op.operands) is not None
+
+
 @handles("tt.dot")
 def convert_dot(conv, op):
     a, bb, acc = (conv.concrete(v) for v in op.operands)

@@ -24,6 +24,7 @@ from mlir.dialects import arith, bufferization, linalg, memref, scf, tensor
 from ..targets import STACK_TILE_BYTES
 
 from . import bounds
+from . import dot
 from . import builders as b
 from . import index_math as im
 from . import materialize
@@ -95,11 +96,13 @@ def _as_tensor(buffer: ir.Value, shape, elem) -> ir.Value:
 
 
 def _reads_in_place(conv, ptr: st.PointerState, result: ir.Value) -> bool:
-    """Read in place unless the tile feeds a dot: a dot reads each operand element many times, from a
-    contiguous local tile far faster than through the argument's runtime strides (operand packing)."""
+    """Read in place unless the tile feeds a dot's generic loops: they read each operand element many
+    times, from a contiguous local tile far faster than through the argument's runtime strides. The packed
+    matmul packs its operands itself (or reads A's rows where they are), so a copy first is only work."""
     if conv.argument_of.get(ptr.base) not in conv.direct_load_args:
         return False
-    return not any(use.owner.operation.name == "tt.dot" for use in result.uses)
+    return all(use.owner.operation.name != "tt.dot" or dot.is_packed(conv, use.owner.operation)
+               for use in result.uses)
 
 
 def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_place: bool) -> ir.Value:

@@ -221,3 +221,65 @@ CHECK: scf.if
 CHECK-NEXT: linalg.fill
 CHECK: linalg.copy {{.*}} outs(%{{.*}} : memref<?x?xf32
 """)
+
+
+# A masked 32 x 32 tile of the read-only %a (rows of %n columns) times itself, stored into %c.
+READ_ONLY_DOT = """
+module MODULE_ATTRIBUTES{
+  tt.func public @k(%a: !tt.ptr<f32>, %c: !tt.ptr<f32>, %n: i32) {
+    %r = tt.make_range {end = 32 : i32, start = 0 : i32} : tensor<32xi32>
+    %row = tt.expand_dims %r {axis = 1 : i32} : tensor<32xi32> -> tensor<32x1xi32>
+    %nr = tt.splat %n : i32 -> tensor<32x1xi32>
+    %rows = arith.muli %row, %nr : tensor<32x1xi32>
+    %col = tt.expand_dims %r {axis = 0 : i32} : tensor<32xi32> -> tensor<1x32xi32>
+    %rb = tt.broadcast %rows : tensor<32x1xi32> -> tensor<32x32xi32>
+    %cb = tt.broadcast %col : tensor<1x32xi32> -> tensor<32x32xi32>
+    %offs = arith.addi %rb, %cb : tensor<32x32xi32>
+    %rmask = arith.cmpi slt, %row, %nr : tensor<32x1xi32>
+    %nc = tt.splat %n : i32 -> tensor<1x32xi32>
+    %cmask = arith.cmpi slt, %col, %nc : tensor<1x32xi32>
+    %rm = tt.broadcast %rmask : tensor<32x1xi1> -> tensor<32x32xi1>
+    %cm = tt.broadcast %cmask : tensor<1x32xi1> -> tensor<32x32xi1>
+    %mask = arith.andi %rm, %cm : tensor<32x32xi1>
+    %zero = arith.constant dense<0.0> : tensor<32x32xf32>
+    %s = tt.splat %a : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
+    %ptrs = tt.addptr %s, %offs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
+    %x = tt.load %ptrs, %mask, %zero : tensor<32x32x!tt.ptr<f32>>
+    %d = tt.dot %x, %x, %zero : tensor<32x32xf32> * tensor<32x32xf32> -> tensor<32x32xf32>
+    %t = tt.splat %c : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
+    %out = tt.addptr %t, %offs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
+    tt.store %out, %d, %mask : tensor<32x32x!tt.ptr<f32>>
+    tt.return
+  }
+}
+"""
+
+
+def _converted_with_direct_loads(text: str, tmp_path) -> str:
+    from spine.compiler.export import export_generic
+    from spine.to_linalg import convert_ttir
+    from tests.to_linalg.test_branches_ttir import parse_ttir, without_locations
+    kernel = convert_ttir(export_generic(parse_ttir(text, tmp_path)), direct_loads=True)
+    assert kernel.direct_load_args == (0,)
+    return without_locations(kernel.text)
+
+
+def test_a_packed_dot_reads_whole_tiles_of_a_read_only_argument_in_place(tmp_path):
+    """The packed matmul packs (or reads in place) its operands itself: only the edge tile is copied."""
+    kernel = _converted_with_direct_loads(with_microkernel(READ_ONLY_DOT, "avx512"), tmp_path)
+    filecheck(kernel[kernel.index("func.func @k"):], """
+CHECK: scf.if
+CHECK: linalg.copy
+CHECK: } else {
+CHECK-NEXT: memref.reinterpret_cast
+CHECK-NEXT: bufferization.to_tensor {{.*}} restrict :
+CHECK-NOT: linalg.copy
+CHECK: call @spine_smt_matmul_avx512_
+""")
+
+
+def test_a_generic_dot_copies_its_operand_tiles(tmp_path):
+    """Its loops read each element many times: from a contiguous tile, not through run-time strides."""
+    kernel = _converted_with_direct_loads(with_microkernel(READ_ONLY_DOT), tmp_path)
+    kernel = kernel[kernel.index("func.func @k"):]
+    assert "} else {" not in kernel.split("linalg.generic")[0]
