@@ -47,6 +47,11 @@ class MicroKernel:
     shuffle_transposes: bool = False  # tiles loaded across their source's rows are transposed in registers
                                       # (to_linalg/tile_copy.py): x86, whose only strided stores are scatters
 
+    @property
+    def transpose_lanes(self) -> int:
+        """The widest block this target transposes 32-bit tiles by in registers (0: it does not)."""
+        return self.lanes if self.shuffle_transposes else 0
+
     def for_rows(self, m: int) -> "MicroKernel":
         """This kernel with the register block's row count (between min_rows and rows) that pads m rows
         least, the larger on ties: a block of 256 rows in panels of 14 computes 266 of them."""

@@ -98,11 +98,22 @@ def _as_tensor(buffer: ir.Value, shape, elem) -> ir.Value:
 def _reads_in_place(conv, ptr: st.PointerState, result: ir.Value) -> bool:
     """Read in place unless the tile feeds a dot's generic loops: they read each operand element many
     times, from a contiguous local tile far faster than through the argument's runtime strides. The packed
-    matmul packs its operands itself (or reads A's rows where they are), so a copy first is only work."""
+    matmul packs its operands itself (or reads A's rows where they are), so a copy first is only work.
+    A tile the target transposes in registers (tile_copy.py) is read in place only as an fp32 B, which
+    packing transposes the same way (smt_panels.pack_b); as A it is copied, transposed, first."""
     if conv.argument_of.get(ptr.base) not in conv.direct_load_args:
         return False
-    return all(use.owner.operation.name != "tt.dot" or dot.is_packed(conv, use.owner.operation)
-               for use in result.uses)
+    tile_type = ir.MemRefType.get(list(ptr.shape), ptr.element_type)
+    transposed = transpose_block(tile_type, ptr.strides, _transpose_lanes(conv)) != 0
+    for use in result.uses:
+        op = use.owner.operation
+        if op.name != "tt.dot":
+            continue
+        if not dot.is_packed(conv, op):
+            return False
+        if transposed and not (use.operand_number == 1 and str(ptr.element_type) == "f32"):
+            return False
+    return True
 
 
 def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_place: bool) -> ir.Value:
@@ -129,8 +140,7 @@ def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_pl
 
 def _transpose_lanes(conv) -> int:
     """How wide a block the target transposes in registers (0: it copies element by element)."""
-    kernel = conv.microkernel
-    return kernel.lanes if kernel is not None and kernel.shuffle_transposes else 0
+    return conv.microkernel.transpose_lanes if conv.microkernel is not None else 0
 
 
 def _in_layout_of(buffer: ir.Value, view_type: ir.Type) -> ir.Value:

@@ -22,7 +22,8 @@ The scheme is GotoBLAS's, at the size of one smt.dot (panel layouts in smt_panel
     write the C panels back into C (adding C_in when accumulating)
 
 Packing widens the inputs to the accumulator type (fp16/bf16 -> fp32, int8 -> int32), so the inner loop is
-the same for every input type. Two copies are skipped where the layout allows (x86, fixed vector width):
+the same for every input type. An fp32 B read across its rows (x @ W^T) is packed by blocks transposed in
+registers on x86 (smt_panels.pack_b). Two copies are skipped where the layout allows (x86, fixed width):
 A of the sums' type is read in place, its rows at their own stride, when its columns have unit stride
 (checked at run time; the packed path stays for the others); and when the B panels tile the columns of a
 row-major C_out exactly, the accumulators are stored into C_out itself (in the last block of steps, or in
@@ -231,9 +232,10 @@ def define_b_panels(module_body: ir.Block, spec: BPanels) -> None:
         full, tail = divmod(spec.b.rows, spec.kc)
         if full:
             loop(0, full, 1, lambda kb, _: panels.pack_b(spec.b, b, bp, nr, panels_n, mul(kb, spec.kc), spec.kc,
-                                                         spec.kc, group, mul(kb, block)))
+                                                         spec.kc, group, mul(kb, block), spec.kernel.transpose_lanes))
         if tail:
-            panels.pack_b(spec.b, b, bp, nr, panels_n, full * spec.kc, tail, spec.kc, group, mul(full, block))
+            panels.pack_b(spec.b, b, bp, nr, panels_n, full * spec.kc, tail, spec.kc, group, mul(full, block),
+                          spec.kernel.transpose_lanes)
         func.ReturnOp([])
 
 
@@ -339,7 +341,7 @@ def _k_block(plan: _Plan, a, b, kb, steps: int, first, last: bool = False) -> No
     else:
         b_block = 0
         panels.pack_b(spec.b, b, plan.bp, plan.nr, plan.panels_n, k0, steps, plan.kc,
-                      vector_type(plan.kernel, plan.acc, plan.nv))
+                      vector_type(plan.kernel, plan.acc, plan.nv), transpose=plan.kernel.transpose_lanes)
     if plan.a_rows is None:
         pack_a = panels.pack_a_rows if plan.kernel.a_rows else panels.pack_a_k_major
         pack_a(spec.a, a, plan.ap, plan.mr, k0, steps, plan.kc, plan.acc)

@@ -25,6 +25,7 @@ from mlir import ir
 from mlir.dialects import arith, memref, scf, vector
 
 from . import index_math as im
+from .tile_copy import copy_by_blocks
 
 DYNAMIC_STRIDE = ir.ShapedType.get_dynamic_stride_or_offset()
 
@@ -224,11 +225,15 @@ def copy_run(src, src_at: list, dst, dst_start, count, acc: ir.Type) -> None:
 # ----------------------------------------------------------------------------------------- B panels
 
 def pack_b(b_op: Operand, b, bp, nr: ir.Value, panels_n: ir.Value, k0, steps: int, kc: int,
-           group: ir.Type, base=0) -> None:
+           group: ir.Type, base=0, transpose: int = 0) -> None:
     """Bp[base + (jp * KC + t) * NR + c] = B[k0 + t, jp * NR + c] for t < steps, zero past N: row by row of B
     (each row read once, in order; panel by panel would read every row again for each panel). A panel row
     that is whole and contiguous in B is one vector load and store of `group` (NR lanes); others are copied
-    in runs. The whole panels come first, in a loop of their own; the last, partial one after them."""
+    in runs. The whole panels come first, in a loop of their own; the last, partial one after them.
+
+    `transpose`: the block (in elements) this target transposes in registers (tile_copy.py; 0: none). When B
+    is read across its source's rows (unit stride along k: nn.Linear's weight as B of x @ W^T), the whole
+    panels are then packed by such blocks, a source row of k per load, instead of an element per row."""
     n = b_op.cols
     acc = ir.VectorType(group).element_type
     chunk = column_chunk([b_op], nr)
@@ -271,15 +276,70 @@ def pack_b(b_op: Operand, b, bp, nr: ir.Value, panels_n: ir.Value, k0, steps: in
             run_copy()
             scf.YieldOp([])
 
-    def row(t, _):
-        loop(0, full, 1, lambda jp, _: panel_row(t, jp, nr, True))
+    def row(t, whole_panels: bool):
+        if whole_panels:
+            loop(0, full, 1, lambda jp, _: panel_row(t, jp, nr, True))
         last = arith.CmpIOp(arith.CmpIPredicate.ult, full, panels_n).result
         branch = scf.IfOp(last)
         with ir.InsertionPoint(branch.then_block):
             valid = arith.SubIOp(im.const(n), arith.MulIOp(full, nr).result).result
             panel_row(t, full, valid, False)
             scf.YieldOp([])
-    loop(0, steps, 1, row)
+
+    block = _transposing_block(b_op, b, group, steps, transpose)
+    if not block:
+        loop(0, steps, 1, lambda t, _: row(t, True))
+        return
+    across = _unit_stride_along_k(b)
+    branch = scf.IfOp(across, has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        loop(0, full, 1, lambda jp, _: _transposed_panel(b, bp, jp, k0, steps, kc, group, base, block))
+        loop(0, steps, 1, lambda t, _: row(t, False))
+        scf.YieldOp([])
+    with ir.InsertionPoint(branch.else_block):
+        loop(0, steps, 1, lambda t, _: row(t, True))
+        scf.YieldOp([])
+
+
+def _transposing_block(b_op: Operand, b, group: ir.Type, steps: int, transpose: int) -> int:
+    """The block whole panels are transposed by in registers, where B allows it (0: not)."""
+    group = ir.VectorType(group)
+    nr = group.shape[0]
+    if (not transpose or b_op.packed or any(group.scalable_dims) or nr % transpose or steps % transpose
+            or ir.MemRefType(b.type).element_type != group.element_type or float_width(group.element_type) != 32):
+        return 0
+    return transpose
+
+
+def _unit_stride_along_k(b) -> ir.Value:
+    meta = memref.ExtractStridedMetadataOp(b)
+    k_stride, n_stride = meta.results[4:6]
+    along_k = arith.CmpIOp(arith.CmpIPredicate.eq, k_stride, im.const(1)).result
+    across = arith.CmpIOp(arith.CmpIPredicate.ne, n_stride, im.const(1)).result
+    return arith.AndIOp(along_k, across).result
+
+
+def _transposed_panel(b, bp, jp, k0, steps: int, kc: int, group: ir.Type, base, block: int) -> None:
+    """Panel jp's `steps` rows from k0, B's unit stride along k: its NR source rows (B's columns) are read
+    `block` elements at a time and transposed in registers (tile_copy.copy_by_blocks)."""
+    nr = ir.VectorType(group).shape[0]
+    elem = ir.MemRefType(b.type).element_type
+    meta = memref.ExtractStridedMetadataOp(b)
+    offset, n_stride = meta.results[1], meta.results[5]
+    start = add(offset, k0, mul(mul(jp, nr), n_stride))
+    rows = _view(meta.results[0], start, [nr, steps], [n_stride, 1], elem)
+    panel = _view(bp, add(base, mul(jp, kc * nr)), [steps, nr], [nr, 1], elem)
+    copy_by_blocks(rows, panel, block)
+
+
+def _view(source, offset, sizes: list, strides: list, elem: ir.Type) -> ir.Value:
+    """A static-shaped view of `source`'s memory with unit stride along its rows."""
+    static_strides = [s if isinstance(s, int) else DYNAMIC_STRIDE for s in strides]
+    view_type = ir.MemRefType.get(sizes, elem, layout=ir.StridedLayoutAttr.get(DYNAMIC_STRIDE, static_strides))
+    dynamic_strides = [s for s in strides if not isinstance(s, int)]
+    return memref.ReinterpretCastOp(view_type, source, [im.as_value(offset)], [], dynamic_strides,
+                                    ir.DenseI64ArrayAttr.get([DYNAMIC_STRIDE]), ir.DenseI64ArrayAttr.get(sizes),
+                                    ir.DenseI64ArrayAttr.get(static_strides)).result
 
 
 # ----------------------------------------------------------------------------------------- A panels

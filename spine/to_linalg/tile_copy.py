@@ -1,4 +1,5 @@
-"""Copying a tile out of its source into a local buffer, the way a masked or dot-feeding tl.load does.
+"""Copying a tile out of its source into a local buffer, the way a masked or dot-feeding tl.load does
+(and packing a B read across its rows into the packed matmul's panels, smt_panels.pack_b).
 
 A 2-D tile read across its source's rows (a transposed operand, as nn.Linear's weight is for x @ W^T:
 element (k, n) at n * K + k, stride 1 along the first dimension) must be transposed on the way. Copied
@@ -26,7 +27,7 @@ def copy_tile(source: ir.Value, destination: ir.Value, strides, block: int = 0) 
     blocks a transposed tile is copied by in registers (transpose_block; 0: element by element)."""
     if _read_across_rows(strides):
         if block:
-            _copy_by_blocks(transposed(source), destination, block)
+            copy_by_blocks(transposed(source), destination, block)
             return
         source, destination = transposed(source), transposed(destination)
     linalg.copy(source, outs=[destination])
@@ -56,7 +57,7 @@ def transposed(view: ir.Value) -> ir.Value:
     return memref.TransposeOp(result, view, swap).result
 
 
-def _copy_by_blocks(rows: ir.Value, destination: ir.Value, block: int) -> None:
+def copy_by_blocks(rows: ir.Value, destination: ir.Value, block: int) -> None:
     """destination[k][n] = rows[n][k], both unit-stride along their last dimension."""
     n_total, k_total = ir.MemRefType(rows.type).shape
     row_type = ir.VectorType.get([block], ir.MemRefType(rows.type).element_type)

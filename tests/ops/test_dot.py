@@ -124,9 +124,12 @@ def test_trans_and_reshape(target):
 
 # Dots of at least 16 x 16 x 16 go through the packed matmul (to_linalg/dot.py): every input type it
 # widens, ragged edges, strided operands, an accumulator carried by the loop and updated in place, and a
-# B loaded once before the loop (its panels packed once).
+# B loaded once before the loop (its panels packed once). B is read across its rows, as x @ W^T reads
+# nn.Linear's weight: the last shape's whole fp32 tiles are packed straight from it, transposed in
+# registers on x86 (smt_panels.pack_b).
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("m,n,k,bm,bn,bk", [(70, 45, 77, 32, 16, 32), (64, 64, 64, 64, 64, 16)])
+@pytest.mark.parametrize("m,n,k,bm,bn,bk", [(70, 45, 77, 32, 16, 32), (64, 64, 64, 64, 64, 16),
+                                            (100, 200, 96, 32, 64, 32)])
 def test_packed_matmul_paths(target, dtype, m, n, k, bm, bn, bk):
     a = torch.randn(m, k).to(dtype)
     b = torch.randn(n, k).to(dtype).t()      # strides (1, k)
