@@ -76,7 +76,8 @@ def product(conv, op, a: ir.Value, bb: ir.Value, acc: ir.Value, packed: bool = T
     kernel = _packed_kernel(conv, a, bb, acc) if packed else None
     if kernel is not None:
         return smt_dot.packed_product(conv, op, smt_dot.operand(a), smt_dot.operand(bb), smt_dot.operand(acc),
-                                      ir.RankedTensorType(acc.type), kernel)
+                                      ir.RankedTensorType(acc.type), kernel,
+                                      a_rows=conv.zero_padded_rows.get(op.operands[0]))
     rank = len(ir.RankedTensorType(a.type).shape)
     out_type = acc.type
     if element_type(acc.type) in (ir.F16Type.get(), ir.BF16Type.get()):

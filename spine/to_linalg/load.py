@@ -118,6 +118,7 @@ def _reads_in_place(conv, ptr: st.PointerState, result: ir.Value) -> bool:
 
 def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_place: bool) -> ir.Value:
     window = bounds.guard_window(conv, op, ptr, Window.of(mask, ptr.shape), LOAD)
+    _record_zero_padding(conv, op.results[0], window, fill)
     tile_type = ir.RankedTensorType.get(list(ptr.shape), ptr.element_type)
     if in_place and window is None:
         return _view_as_tensor(pointer_view(ptr), tile_type)
@@ -136,6 +137,25 @@ def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_pl
             scf.YieldOp([_copied_tile(ptr, window, fill, _in_layout_of(buffer, view.type))])
         return branch.results[0]
     return _copied_tile(ptr, window, fill, lanes=_transpose_lanes(conv))
+
+
+def _record_zero_padding(conv, result: ir.Value, window, fill: ir.Value) -> None:
+    """Remember how many leading rows of a 2-D tile its mask keeps when the rows after them are all zero
+    fill: a packed matmul skips them (smt_dot.py)."""
+    if window is None or len(window.starts) != 2 or window.starts[0] != 0 or not _is_zero(fill):
+        return
+    conv.zero_padded_rows[result] = im.as_value(window.sizes[0])
+
+
+def _is_zero(value: ir.Value) -> bool:
+    owner = value.owner
+    if getattr(owner, "name", None) != "arith.constant":
+        return False
+    attr = owner.attributes["value"]
+    if isinstance(attr, ir.FloatAttr):
+        # +0.0 only: a product with a -0.0 row is not the accumulator left alone
+        return attr.value == 0.0 and str(attr).lstrip().startswith("0")
+    return isinstance(attr, ir.IntegerAttr) and attr.value == 0
 
 
 def _transpose_lanes(conv) -> int:

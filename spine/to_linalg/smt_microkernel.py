@@ -63,6 +63,11 @@ class PackedMatmul:
     kernel: MicroKernel
     in_place: bool = False        # C_out holds the accumulator and is updated in place
     b_panels: bool = False        # B arrives packed already (BPanels), for every block of steps
+    # In place only: A's rows from a run-time count on (a last argument) are zero padding, as a masked
+    # tl.load fills the rows past a matrix's end, and the register blocks made only of them are skipped:
+    # their products are zero, so C keeps those rows as they are. (Computed, a zero row times a B holding
+    # an infinity or NaN would give NaN there; rows a mask keeps out are rarely read again.)
+    row_bound: bool = False
 
     @property
     def name(self) -> str:
@@ -113,6 +118,7 @@ class _Plan:
     out: ir.Value = None         # C_out as one row of M * N elements, when the last block stores into it
     a_rows: ir.Value = None      # A read in place (not packed): a unit-stride view of it, and its row stride
     lda: ir.Value = None
+    panels_needed: ir.Value = None   # A panels holding rows that are not padding (row_bound), else None
 
     @property
     def kernel(self) -> MicroKernel:
@@ -211,10 +217,14 @@ def define(module_body: ir.Block, spec: PackedMatmul) -> None:
     strides."""
     b_type = panels_type(spec.accumulator) if spec.b_panels else spec.b.memref_type()
     inputs = [spec.a.memref_type(), b_type] + ([spec.c_in.memref_type()] if spec.c_in else [])
-    fn, entry = _function(module_body, spec.name, inputs + [spec.c_out.memref_type(contiguous=not spec.in_place)])
+    inputs.append(spec.c_out.memref_type(contiguous=not spec.in_place))
+    if spec.row_bound:
+        inputs.append(ir.IndexType.get())
+    fn, entry = _function(module_body, spec.name, inputs)
     with ir.InsertionPoint(entry), ir.Location.unknown():
         args = list(entry.arguments)
-        _body(spec, args[0], args[1], args[2] if spec.c_in else None, args[-1])
+        rows = args.pop() if spec.row_bound else None
+        _body(spec, args[0], args[1], args[2] if spec.c_in else None, args[-1], rows)
         func.ReturnOp([])
 
 
@@ -255,7 +265,7 @@ def _panel_bytes(plan: "_Plan") -> int:
     return (padded_n * plan.kc + padded_m * plan.kc + c_panels) * width // 8
 
 
-def _body(spec: PackedMatmul, a, b, c_in, c_out) -> None:
+def _body(spec: PackedMatmul, a, b, c_in, c_out, rows=None) -> None:
     acc = ir.Type.parse(spec.accumulator)
     vtype = vector_type(spec.kernel, acc)
     vl = _vector_length(spec.kernel, vtype)
@@ -271,7 +281,12 @@ def _body(spec: PackedMatmul, a, b, c_in, c_out) -> None:
         cp = _alloc(mul(mul(panels_n, nr), plan.panels_m * mr), acc, on_stack)     # C, rows padded to panels
     else:
         cp = out
-    plan = _Plan(spec, acc, vtype, vl, nr, panels_n, ap, bp, cp, out)
+    needed = None
+    assert rows is None or spec.in_place, "rows past the bound are left as they are: C must be the accumulator"
+    if rows is not None:
+        rows = arith.MinUIOp(rows, im.const(spec.a.rows)).result
+        needed = arith.CeilDivUIOp(rows, im.const(mr)).result
+    plan = _Plan(spec, acc, vtype, vl, nr, panels_n, ap, bp, cp, out, panels_needed=needed)
     if not plan.a_in_place:
         _k_blocks(plan, a, b)
     else:
@@ -283,8 +298,9 @@ def _body(spec: PackedMatmul, a, b, c_in, c_out) -> None:
         with ir.InsertionPoint(branch.else_block):
             _k_blocks(plan, a, b)
             scf.YieldOp([])
+    computed = None if needed is None else arith.MinUIOp(mul(needed, mr), im.const(spec.a.rows)).result
     if not plan.direct:
-        panels.write_back(spec.c_out, c_out, spec.c_in, c_in, cp, plan.padded_n, acc, spec.in_place)
+        panels.write_back(spec.c_out, c_out, spec.c_in, c_in, cp, plan.padded_n, acc, spec.in_place, computed)
 
 
 def _rows_view(a) -> tuple:
@@ -346,12 +362,22 @@ def _k_block(plan: _Plan, a, b, kb, steps: int, first, last: bool = False) -> No
         pack_a = panels.pack_a_rows if plan.kernel.a_rows else panels.pack_a_k_major
         pack_a(spec.a, a, plan.ap, plan.mr, k0, steps, plan.kc, plan.acc)
 
+    full = plan.panels_m - (plan.last_rows < plan.mr)
+    needed = plan.panels_needed
+    count = full if needed is None else arith.MinUIOp(im.const(full), needed).result
+
     def column_panel(jp, _):
-        full = plan.panels_m - (plan.last_rows < plan.mr)
         if full:
-            loop(0, full, 1, lambda ip, _: _tile(plan, ip, jp, k0, b_block, steps, first, last))
-        if full < plan.panels_m:
+            loop(0, count, 1, lambda ip, _: _tile(plan, ip, jp, k0, b_block, steps, first, last))
+        if full == plan.panels_m:
+            return
+        if needed is None:
             _tile(plan, im.const(full), jp, k0, b_block, steps, first, last, plan.last_rows)
+            return
+        branch = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ugt, needed, im.const(full)).result)
+        with ir.InsertionPoint(branch.then_block):
+            _tile(plan, im.const(full), jp, k0, b_block, steps, first, last, plan.last_rows)
+            scf.YieldOp([])
     loop(0, plan.panels_n, 1, column_panel)
 
 

@@ -392,13 +392,14 @@ def _each_panel(m: int, mr: int, panel: Callable) -> None:
 # ----------------------------------------------------------------------------------------- C panels
 
 def write_back(c_out_op: Operand, c_out, c_in_op: Optional[Operand], c_in, cp, padded_n: ir.Value, acc: ir.Type,
-               in_place: bool = False) -> None:
+               in_place: bool = False, rows=None) -> None:
     """C_out[row, col] = Cp[row * padded_n + col] (+ C_in[row, col], or + C_out[row, col] in place) for every
     row < M and col < N, in C_out's own memory order: micro tile by micro tile when it is packed, each tile
-    row one run (a whole row when it is a matrix)."""
+    row one run (a whole row when it is a matrix). `rows`: a run-time bound on the rows written instead of
+    M, for a C_out that is a matrix."""
     out_type = ir.Type.parse(c_out_op.element)
     p0, p1 = (c_out_op.shape[2], c_out_op.shape[3]) if c_out_op.packed else (1, c_out_op.cols)
-    tiles = (c_out_op.shape[0], c_out_op.shape[1]) if c_out_op.packed else (c_out_op.rows, 1)
+    tiles = (c_out_op.shape[0], c_out_op.shape[1]) if c_out_op.packed else (c_out_op.rows if rows is None else rows, 1)
     chunk = im.const(p1)
     for operand in (c_in_op,):
         if operand is not None and operand.packed:

@@ -180,3 +180,30 @@ def test_two_packed_dots_with_one_zero_accumulator(target):
     chained_fp8_dots_kernel[(1,)](x, y, w, z)
     expected = (x.float() @ y.float()).to(torch.float8_e5m2).float() @ w.float()
     torch.testing.assert_close(z, expected, rtol=1e-5, atol=1e-5)
+
+
+@triton.jit
+def padded_rows_kernel(a_ptr, b_ptr, c_ptr, M, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """A's rows past M are the load's zero padding; every row of the accumulator is stored."""
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.full((BM, BN), 1.5, tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=rm[:, None] < M, other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+@pytest.mark.parametrize("m", [0, 3, 17, 40, 64])
+def test_rows_of_zero_padding_leave_the_accumulator_as_it_was(target, m):
+    """The packed matmul skips register blocks of A's padding rows (PackedMatmul.row_bound): what they
+    would add is zero, so those accumulator rows keep their value."""
+    a = torch.randn(max(m, 1), 64)
+    b = torch.randn(64, 32)
+    c = torch.empty(64, 32)
+    padded_rows_kernel[(1,)](a, b, c, m, 64, BM=64, BN=32, BK=32)
+    expected = torch.full((64, 32), 1.5)
+    expected[:m] += a[:m] @ b
+    torch.testing.assert_close(c, expected, rtol=1e-4, atol=1e-4)

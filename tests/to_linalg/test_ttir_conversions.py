@@ -283,3 +283,39 @@ def test_a_generic_dot_copies_its_operand_tiles(tmp_path):
     kernel = _converted_with_direct_loads(with_microkernel(READ_ONLY_DOT), tmp_path)
     kernel = kernel[kernel.index("func.func @k"):]
     assert "} else {" not in kernel.split("linalg.generic")[0]
+
+
+# acc = dot(x, x, acc) four times in a loop, x a 32 x 32 tile whose rows from %m on are masked off and
+# filled with FILL.
+PADDED_ROWS_DOT = """
+module attributes {"spine.microkernel" = "avx512"} {
+  tt.func public @k(%p: !tt.ptr<f32>, %c: !tt.ptr<f32>, %m: i32) {
+""" + POINTERS_32X32 + """    %mr = tt.splat %m : i32 -> tensor<32x1xi32>
+    %rmask = arith.cmpi slt, %row, %mr : tensor<32x1xi32>
+    %mask = tt.broadcast %rmask : tensor<32x1xi1> -> tensor<32x32xi1>
+    %zero = arith.constant dense<0.0> : tensor<32x32xf32>
+    %fill = arith.constant dense<FILL> : tensor<32x32xf32>
+    %c0 = arith.constant 0 : i32
+    %c1 = arith.constant 1 : i32
+    %c4 = arith.constant 4 : i32
+    %acc = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc0 = %zero) -> (tensor<32x32xf32>) : i32 {
+      %x = tt.load %ptrs, %mask, %fill : tensor<32x32x!tt.ptr<f32>>
+      %d = tt.dot %x, %x, %acc0 : tensor<32x32xf32> * tensor<32x32xf32> -> tensor<32x32xf32>
+      scf.yield %d : tensor<32x32xf32>
+    }
+    %t = tt.splat %c : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
+    %out = tt.addptr %t, %offs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
+    tt.store %out, %acc : tensor<32x32x!tt.ptr<f32>>
+    tt.return
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("fill, bounded", [("0.0", True), ("-0.0", False), ("1.0", False)])
+def test_a_packed_dot_skips_rows_of_zero_padding(tmp_path, fill, bounded):
+    """The rows a mask fills with +0.0 add nothing to an accumulator updated in place: the packed matmul
+    gets the count of the others and skips the register blocks past it."""
+    text = converted(PADDED_ROWS_DOT.replace("FILL", fill), tmp_path)
+    call = next(line for line in text.splitlines() if "call @spine_smt_matmul_avx512_" in line)
+    assert call.rstrip().endswith("index) -> ()") == bounded, call
