@@ -45,14 +45,15 @@ def operand(value: ir.Value) -> tuple[ir.Value, mk.Operand]:
 BUFFER_USE = "spine.buffer_use"    # numbers every to_buffer made here (conv.buffer_uses counts them)
 
 
-def _buffer(conv, value: ir.Value, operand: mk.Operand, read_only: bool = True) -> ir.Value:
-    """The tensor's buffer, for the call that follows. Bufferization does not see the call: it takes this
+def _buffer(conv, value: ir.Value, operand: mk.Operand, read_only: bool = True, contiguous: bool = False) -> ir.Value:
+    """The tensor's buffer, for the call that follows (row-major when `contiguous`: bufferization copies the
+    tensor into one if its buffer is not). Bufferization does not see the call: it takes this
     op for the tensor's last use. CSE would merge two equal to_buffer ops of one tensor (the same zero
     accumulator of two dots, say), and the second call would then read a buffer that an op between the
     two calls may have overwritten in place; a distinct number on each keeps them apart."""
     use = conv.buffer_uses
     conv.buffer_uses += 1
-    op = bufferization.ToBufferOp(operand.memref_type(), value, read_only=read_only)
+    op = bufferization.ToBufferOp(operand.memref_type(contiguous), value, read_only=read_only)
     op.operation.attributes[BUFFER_USE] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), use)
     return op.result
 
@@ -89,7 +90,7 @@ def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kerne
     if c_in is not None and _updates_in_place(op, c_in, c_in_op, result_type):
         spec = mk.PackedMatmul(a_op, b_op, c_in_op, None, sum_type, kernel, in_place=True,
                                b_panels=panels is not None, row_bound=bool(bound))
-        out = _buffer(conv, c_in, c_in_op, read_only=False)
+        out = _buffer(conv, c_in, c_in_op, read_only=False, contiguous=spec.direct)
         _call(conv, spec, [_buffer(conv, a, a_op), b_arg, out] + bound)
         return bufferization.ToTensorOp(result_type, out, restrict=True, writable=True).result
     shape = tuple(result_type.shape)

@@ -75,6 +75,18 @@ class PackedMatmul:
         return f"spine_smt_matmul_{self.kernel.name}_{digest}"
 
     @property
+    def direct(self) -> bool:
+        """Whether the B panels tile C_out's columns exactly and C_out is a row-major matrix that holds the
+        product alone, or, in place, the accumulator of the sums' type: then the accumulators are stored
+        into C_out itself (no C panels to write back), in every block of reduction steps when it has the
+        sums' type (in place: loaded from it too), else in the last one."""
+        kernel, acc = self.kernel, ir.Type.parse(self.accumulator)
+        nr = kernel.vectors * ir.VectorType(vector_type(kernel, acc)).shape[0]
+        if kernel.scalable or self.c_in is not None or self.c_out.packed or self.b.cols % nr:
+            return False
+        return not self.in_place or ir.Type.parse(self.c_out.element) == acc
+
+    @property
     def kc(self) -> int:
         """Reduction steps per block: whole micro tiles of a packed A (its columns come a tile at a time)."""
         run = self.a.run if self.a.packed else 1
@@ -147,13 +159,7 @@ class _Plan:
 
     @property
     def direct(self) -> bool:
-        """Whether the B panels tile C_out's columns exactly and C_out is a row-major matrix of the product
-        alone: then the last block of reduction steps stores the accumulators into C_out itself (no C panels
-        to write back), and every block does when C_out has the accumulator's type."""
-        spec, kernel = self.spec, self.kernel
-        nr = kernel.vectors * ir.VectorType(self.vtype).shape[0]
-        return (not kernel.scalable and not spec.in_place and spec.c_in is None and not spec.c_out.packed
-                and spec.b.cols % nr == 0)
+        return self.spec.direct
 
     @property
     def a_in_place(self) -> bool:
@@ -217,7 +223,7 @@ def define(module_body: ir.Block, spec: PackedMatmul) -> None:
     strides."""
     b_type = panels_type(spec.accumulator) if spec.b_panels else spec.b.memref_type()
     inputs = [spec.a.memref_type(), b_type] + ([spec.c_in.memref_type()] if spec.c_in else [])
-    inputs.append(spec.c_out.memref_type(contiguous=not spec.in_place))
+    inputs.append(spec.c_out.memref_type(contiguous=spec.direct or not spec.in_place))
     if spec.row_bound:
         inputs.append(ir.IndexType.get())
     fn, entry = _function(module_body, spec.name, inputs)
@@ -426,8 +432,11 @@ def _c_index(plan: _Plan, c_at, i: int) -> ir.Value:
 
 
 def _initial(plan: _Plan, c_at, first, rows: int) -> list:
-    """The accumulators: zero in the first block of reduction steps, else the C panel so far."""
+    """The accumulators: zero in the first block of reduction steps, else the C panel so far (C_out
+    itself, always, when it is the accumulator)."""
     count = rows * plan.nv
+    if plan.spec.in_place and plan.direct:
+        first = False
     if first is True:
         return [vector.BroadcastOp(plan.vtype, panels.zero(plan.acc)).result] * count
 
