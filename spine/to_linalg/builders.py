@@ -66,6 +66,22 @@ def zero(elem: ir.Type) -> ir.Value:
     return arith.ConstantOp(elem, 0.0).result
 
 
+def is_positive_zero(value: ir.Value) -> bool:
+    """Whether the value is an arith.constant +0.0 or integer 0, a scalar or a splat tensor (-0.0 is not:
+    added to a -0.0 it does not give -0.0)."""
+    owner = value.owner
+    if getattr(owner, "name", None) != "arith.constant":
+        return False
+    attr = owner.attributes["value"]
+    if isinstance(attr, ir.DenseElementsAttr):
+        if not attr.is_splat:
+            return False
+        attr = attr.get_splat_value()
+    if isinstance(attr, ir.FloatAttr):
+        return attr.value == 0.0 and not str(attr).lstrip().startswith("-")
+    return isinstance(attr, ir.IntegerAttr) and attr.value == 0
+
+
 def strided_view(base: ir.Value, elem: ir.Type, shape, offset, strides) -> ir.Value:
     """memref.reinterpret_cast of a kernel argument to a tile-shaped strided view (sizes and strides are
     Index: ints become static)."""

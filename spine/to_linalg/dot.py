@@ -24,6 +24,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, linalg
 
+from .builders import is_positive_zero
 from . import smt_dot
 from .converter import handles
 from .types import element_type, shape_of
@@ -64,6 +65,12 @@ def is_packed(conv, op) -> bool:
     return op.name == "tt.dot" and _packed_kernel(conv, *op.operands) is not None
 
 
+def _zero_accumulator(op) -> bool:
+    """Whether the dot adds its product to a constant +0.0 (`tl.dot(a, b)`): the packed matmul's sums start
+    from +0.0 anyway, so there is no accumulator to read and add."""
+    return is_positive_zero(op.operands[2])
+
+
 @handles("tt.dot")
 def convert_dot(conv, op):
     a, bb, acc = (conv.concrete(v) for v in op.operands)
@@ -75,7 +82,8 @@ def product(conv, op, a: ir.Value, bb: ir.Value, acc: ir.Value, packed: bool = T
     the packed matmul where it pays and `packed` allows it."""
     kernel = _packed_kernel(conv, a, bb, acc) if packed else None
     if kernel is not None:
-        return smt_dot.packed_product(conv, op, smt_dot.operand(a), smt_dot.operand(bb), smt_dot.operand(acc),
+        c_in = None if _zero_accumulator(op) else smt_dot.operand(acc)
+        return smt_dot.packed_product(conv, op, smt_dot.operand(a), smt_dot.operand(bb), c_in,
                                       ir.RankedTensorType(acc.type), kernel,
                                       a_rows=conv.zero_padded_rows.get(op.operands[0]))
     rank = len(ir.RankedTensorType(a.type).shape)

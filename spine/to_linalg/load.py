@@ -142,20 +142,9 @@ def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_pl
 def _record_zero_padding(conv, result: ir.Value, window, fill: ir.Value) -> None:
     """Remember how many leading rows of a 2-D tile its mask keeps when the rows after them are all zero
     fill: a packed matmul skips them (smt_dot.py)."""
-    if window is None or len(window.starts) != 2 or window.starts[0] != 0 or not _is_zero(fill):
+    if window is None or len(window.starts) != 2 or window.starts[0] != 0 or not b.is_positive_zero(fill):
         return
     conv.zero_padded_rows[result] = im.as_value(window.sizes[0])
-
-
-def _is_zero(value: ir.Value) -> bool:
-    owner = value.owner
-    if getattr(owner, "name", None) != "arith.constant":
-        return False
-    attr = owner.attributes["value"]
-    if isinstance(attr, ir.FloatAttr):
-        # +0.0 only: a product with a -0.0 row is not the accumulator left alone
-        return attr.value == 0.0 and str(attr).lstrip().startswith("0")
-    return isinstance(attr, ir.IntegerAttr) and attr.value == 0
 
 
 def _transpose_lanes(conv) -> int:

@@ -319,3 +319,11 @@ def test_a_packed_dot_skips_rows_of_zero_padding(tmp_path, fill, bounded):
     text = converted(PADDED_ROWS_DOT.replace("FILL", fill), tmp_path)
     call = next(line for line in text.splitlines() if "call @spine_smt_matmul_avx512_" in line)
     assert call.rstrip().endswith("index) -> ()") == bounded, call
+
+
+@pytest.mark.parametrize("acc, arguments", [("0.0", 3), ("-0.0", 4), ("1.0", 4)])
+def test_a_packed_dot_onto_positive_zero_reads_no_accumulator(tmp_path, acc, arguments):
+    """tl.dot(a, b) adds to +0.0, where the packed matmul's sums start anyway: the call gets A, B and C."""
+    text = converted(with_microkernel(DOT, "avx2").replace("dense<0.0>", f"dense<{acc}>"), tmp_path)
+    call = next(line for line in text.splitlines() if "call @spine_smt_matmul_avx2_" in line)
+    assert call.split(":")[0].count("%") == arguments, call
