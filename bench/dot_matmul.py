@@ -1,14 +1,14 @@
-"""tl.dot matmul kernels on the host against torch on one thread: the tutorial-shaped kernel the tests use
-(tests/ops/test_dot.py, 512^3 fp32 in 64 x 64 x 32 tiles, as `make bench` runs it on every core) and
-the linear-layer kernel Inductor calls for MiniLM (spine/inductor/matmul.py: x @ W^T + bias with W as
-nn.Linear keeps it, x of 130 and 264 rows, the tokens of bench/minilm.py's batches).
+"""tl.dot matmul kernels on the host against torch: the tutorial-shaped kernel the tests use
+(tests/ops/test_dot.py, fp32, 512^3 and 1024^3 in several tiles; `make bench` runs 512^3 in 64 x 64 x 64
+tiles) and the linear-layer kernel Inductor calls for MiniLM (spine/inductor/matmul.py: x @ W^T + bias
+with W as nn.Linear keeps it, x of 130 and 264 rows, the tokens of bench/minilm.py's batches).
 
-    .venv/bin/python bench/dot_matmul.py [--rounds N]
+    .venv/bin/python bench/dot_matmul.py [--rounds N] [--threads T]
 
-One process, one thread (torch.set_num_threads(1), SPINE_NUM_THREADS=1); Spine and torch run in turn,
-`calls` calls a side per round; each figure is the launching thread's CPU time per call (time.thread_time),
-the best round, which another process on a shared machine disturbs least. torch / Spine above 1: Spine is
-faster."""
+One process, T threads for torch and for Spine's grid (default 1); every kernel and torch run in turn,
+10 calls a side per round; each figure is the best round's time per call: the launching thread's CPU time
+on one thread (time.thread_time, which another process on a shared machine disturbs least), wall time on
+more. torch / Spine above 1: Spine is faster."""
 from __future__ import annotations
 
 import argparse
@@ -16,25 +16,24 @@ import os
 import sys
 import time
 
-os.environ["SPINE_NUM_THREADS"] = "1"
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import torch  # noqa: E402
 import triton  # noqa: E402
 
 
-def best_per_call(fns, rounds: int, calls: int) -> list:
+def best_per_call(fns, rounds: int, calls: int, clock) -> list:
     best = [float("inf")] * len(fns)
     for _ in range(rounds):
         for i, fn in enumerate(fns):
-            start = time.thread_time()
+            start = clock()
             for _ in range(calls):
                 fn()
-            best[i] = min(best[i], (time.thread_time() - start) / calls)
+            best[i] = min(best[i], (clock() - start) / calls)
     return best
 
 
-def tutorial(size: int = 512, tile: int = 64, bk: int = 32):
+def tutorial(size: int, tile: int, bk: int):
     from tests.ops.test_dot import matmul_kernel
     a, b, c = torch.randn(size, size), torch.randn(size, size), torch.empty(size, size)
     grid = (size // tile, size // tile)
@@ -44,6 +43,9 @@ def tutorial(size: int = 512, tile: int = 64, bk: int = 32):
     spine()
     torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
     return f"tutorial kernel {size}^3, {tile} x {tile} x {bk} tiles", spine, lambda: torch.matmul(a, b, out=c)
+
+
+TUTORIAL_TILES = {512: [(64, 32), (64, 64), (128, 64)], 1024: [(64, 64), (128, 64)]}
 
 
 def linear(m: int, n: int, k: int):
@@ -66,15 +68,19 @@ def linear(m: int, n: int, k: int):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
+    os.environ["SPINE_NUM_THREADS"] = str(args.threads)
     from spine.driver import CPUDriver
     triton.runtime.driver.set_active(CPUDriver(target="host"))
-    torch.set_num_threads(1)
-    cases = [tutorial()] + [linear(m, n, k) for m in (130, 264) for n, k in ((1536, 384), (384, 1536), (384, 384))]
-    print("| kernel | Spine | torch | torch / Spine |")
+    torch.set_num_threads(args.threads)
+    clock = time.thread_time if args.threads == 1 else time.perf_counter
+    cases = [tutorial(size, tile, bk) for size, tiles in TUTORIAL_TILES.items() for tile, bk in tiles]
+    cases += [linear(m, n, k) for m in (130, 264) for n, k in ((1536, 384), (384, 1536), (384, 384))]
+    print(f"| kernel ({args.threads} thread{'s' if args.threads > 1 else ''}) | Spine | torch | torch / Spine |")
     print("|---|---|---|---|")
     for name, spine, reference in cases:
-        ours, theirs = best_per_call([spine, reference], args.rounds, 10)
+        ours, theirs = best_per_call([spine, reference], args.rounds, 10, clock)
         print(f"| {name} | {ours * 1e3:.2f} ms | {theirs * 1e3:.2f} ms | {theirs / ours:.2f} |", flush=True)
 
 
