@@ -92,19 +92,25 @@ CHECK: arith.addf
     assert "twice" not in text
 
 
-# %ptrs: the addresses of a row-major 32 x 32 f32 matrix at %p
-POINTERS_32X32 = """
-    %r = tt.make_range {end = 32 : i32, start = 0 : i32} : tensor<32xi32>
-    %row = tt.expand_dims %r {axis = 1 : i32} : tensor<32xi32> -> tensor<32x1xi32>
-    %c32 = arith.constant dense<32> : tensor<32x1xi32>
-    %rows = arith.muli %row, %c32 : tensor<32x1xi32>
-    %col = tt.expand_dims %r {axis = 0 : i32} : tensor<32xi32> -> tensor<1x32xi32>
+def pointers_32x32(base: str, row_stride: str) -> str:
+    """%ptrs: the addresses of a row-major 32 x 32 f32 matrix at `base`, its rows `row_stride` (a
+    tensor<32x1xi32> value) apart; %row, %col and %offs on the way."""
+    return f"""
+    %r = tt.make_range {{end = 32 : i32, start = 0 : i32}} : tensor<32xi32>
+    %row = tt.expand_dims %r {{axis = 1 : i32}} : tensor<32xi32> -> tensor<32x1xi32>
+    %rows = arith.muli %row, {row_stride} : tensor<32x1xi32>
+    %col = tt.expand_dims %r {{axis = 0 : i32}} : tensor<32xi32> -> tensor<1x32xi32>
     %rb = tt.broadcast %rows : tensor<32x1xi32> -> tensor<32x32xi32>
     %cb = tt.broadcast %col : tensor<1x32xi32> -> tensor<32x32xi32>
     %offs = arith.addi %rb, %cb : tensor<32x32xi32>
-    %s = tt.splat %p : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
+    %s = tt.splat {base} : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
     %ptrs = tt.addptr %s, %offs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
 """
+
+
+# %ptrs: the addresses of a row-major 32 x 32 f32 matrix at %p
+POINTERS_32X32 = """
+    %c32 = arith.constant dense<32> : tensor<32x1xi32>""" + pointers_32x32("%p", "%c32")
 
 
 def with_microkernel(text: str, microkernel=None) -> str:
@@ -190,17 +196,20 @@ CHECK: linalg.copy
     assert "vector.shuffle" not in text
 
 
-MASKED_DOT = """
-module attributes {"spine.microkernel" = "avx512"} {
-  tt.func public @k(%p: !tt.ptr<f32>, %n: i32) {
-""" + POINTERS_32X32 + """    %nr = tt.splat %n : i32 -> tensor<32x1xi32>
-    %rmask = arith.cmpi slt, %row, %nr : tensor<32x1xi32>
+# %mask: row < %n and column < %n, from %row, %col (32 x 1, 1 x 32) and %nr (%n as 32 x 1)
+MASK_BELOW_N = """    %rmask = arith.cmpi slt, %row, %nr : tensor<32x1xi32>
     %nc = tt.splat %n : i32 -> tensor<1x32xi32>
     %cmask = arith.cmpi slt, %col, %nc : tensor<1x32xi32>
     %rm = tt.broadcast %rmask : tensor<32x1xi1> -> tensor<32x32xi1>
     %cm = tt.broadcast %cmask : tensor<1x32xi1> -> tensor<32x32xi1>
     %mask = arith.andi %rm, %cm : tensor<32x32xi1>
-    %zero = arith.constant dense<0.0> : tensor<32x32xf32>
+"""
+
+MASKED_DOT = """
+module attributes {"spine.microkernel" = "avx512"} {
+  tt.func public @k(%p: !tt.ptr<f32>, %n: i32) {
+""" + POINTERS_32X32 + """    %nr = tt.splat %n : i32 -> tensor<32x1xi32>
+""" + MASK_BELOW_N + """    %zero = arith.constant dense<0.0> : tensor<32x32xf32>
     %x = tt.load %ptrs, %mask, %zero : tensor<32x32x!tt.ptr<f32>>
     %d = tt.dot %x, %x, %zero : tensor<32x32xf32> * tensor<32x32xf32> -> tensor<32x32xf32>
     tt.store %ptrs, %d : tensor<32x32x!tt.ptr<f32>>
@@ -227,23 +236,7 @@ CHECK: linalg.copy {{.*}} outs(%{{.*}} : memref<?x?xf32
 READ_ONLY_DOT = """
 module MODULE_ATTRIBUTES{
   tt.func public @k(%a: !tt.ptr<f32>, %c: !tt.ptr<f32>, %n: i32) {
-    %r = tt.make_range {end = 32 : i32, start = 0 : i32} : tensor<32xi32>
-    %row = tt.expand_dims %r {axis = 1 : i32} : tensor<32xi32> -> tensor<32x1xi32>
-    %nr = tt.splat %n : i32 -> tensor<32x1xi32>
-    %rows = arith.muli %row, %nr : tensor<32x1xi32>
-    %col = tt.expand_dims %r {axis = 0 : i32} : tensor<32xi32> -> tensor<1x32xi32>
-    %rb = tt.broadcast %rows : tensor<32x1xi32> -> tensor<32x32xi32>
-    %cb = tt.broadcast %col : tensor<1x32xi32> -> tensor<32x32xi32>
-    %offs = arith.addi %rb, %cb : tensor<32x32xi32>
-    %rmask = arith.cmpi slt, %row, %nr : tensor<32x1xi32>
-    %nc = tt.splat %n : i32 -> tensor<1x32xi32>
-    %cmask = arith.cmpi slt, %col, %nc : tensor<1x32xi32>
-    %rm = tt.broadcast %rmask : tensor<32x1xi1> -> tensor<32x32xi1>
-    %cm = tt.broadcast %cmask : tensor<1x32xi1> -> tensor<32x32xi1>
-    %mask = arith.andi %rm, %cm : tensor<32x32xi1>
-    %zero = arith.constant dense<0.0> : tensor<32x32xf32>
-    %s = tt.splat %a : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
-    %ptrs = tt.addptr %s, %offs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
+    %nr = tt.splat %n : i32 -> tensor<32x1xi32>""" + pointers_32x32("%a", "%nr") + MASK_BELOW_N + """    %zero = arith.constant dense<0.0> : tensor<32x32xf32>
     %x = tt.load %ptrs, %mask, %zero : tensor<32x32x!tt.ptr<f32>>
     %d = tt.dot %x, %x, %zero : tensor<32x32xf32> * tensor<32x32xf32> -> tensor<32x32xf32>
     %t = tt.splat %c : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
