@@ -67,7 +67,7 @@ class Converter:
     microkernel: object = None                            # the target's packed-matmul MicroKernel, if any
     buffer_uses: int = 0                                  # to_buffer ops smt_dot.py has numbered so far
     b_panels: dict = field(default_factory=dict)          # smt_dot.py: (B, panels spec) → B packed before a loop
-    # load.py: a loaded 2-D tile (TTIR value) → its rows that are not all zero padding (an index value)
+    # load.py: a loaded 2-D tile (TTIR value) → the row its zero padding starts at (an index value)
     zero_padded_rows: dict = field(default_factory=dict)
 
     # -------------------------------------------------------------------------------------- value map

@@ -84,9 +84,9 @@ def product(conv, op, a: ir.Value, bb: ir.Value, acc: ir.Value, packed: bool = T
     if kernel is not None:
         c_in = None if _zero_accumulator(op) else smt_dot.operand(acc)
         # tt.dot_scaled's A is decoded and scaled first: its loaded tile's rows are not these rows
-        a_rows = conv.zero_padded_rows.get(op.operands[0]) if op.name == "tt.dot" else None
+        padding_from = conv.zero_padded_rows.get(op.operands[0]) if op.name == "tt.dot" else None
         return smt_dot.packed_product(conv, op, smt_dot.operand(a), smt_dot.operand(bb), c_in,
-                                      ir.RankedTensorType(acc.type), kernel, a_rows=a_rows)
+                                      ir.RankedTensorType(acc.type), kernel, padding_from=padding_from)
     rank = len(ir.RankedTensorType(a.type).shape)
     out_type = acc.type
     if element_type(acc.type) in (ir.F16Type.get(), ir.BF16Type.get()):

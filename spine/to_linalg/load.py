@@ -142,7 +142,8 @@ def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_pl
 def _record_zero_padding(conv, result: ir.Value, window, fill: ir.Value) -> None:
     """Remember how many leading rows of a 2-D tile its mask keeps when the rows after them are all zero
     fill: a packed matmul skips them (smt_dot.py)."""
-    if window is None or len(window.starts) != 2 or window.starts[0] != 0 or not b.is_positive_zero(fill):
+    if (window is None or len(window.starts) != 2 or window.starts[0] != 0 or isinstance(window.sizes[0], int)
+            or not b.is_positive_zero(fill)):
         return
     conv.zero_padded_rows[result] = im.as_value(window.sizes[0])
 

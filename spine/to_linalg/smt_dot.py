@@ -74,19 +74,19 @@ def convert_dot(conv, op):
     conv.bind(op.results[0], packed_product(conv, op, operands[0], operands[1], c_in, result_type, _microkernel(op)))
 
 
-def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kernel, a_rows=None) -> ir.Value:
+def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kernel, padding_from=None) -> ir.Value:
     """a @ b (+ c_in) through the packed matmul with `kernel`. Operands are (tensor, layout) pairs as
     `operand` gives them; the result is a plain matrix for a 2-D result_type, else packed into its tiles.
     `op` is the TTIR op computing it (its loop decides whether B's panels are packed outside the loop).
-    `a_rows`: an index value when A's rows from it on are zero padding (a masked tl.load's): an accumulator
-    updated in place skips the register blocks made only of them (PackedMatmul.row_bound)."""
+    `padding_from`: an index value when A's rows from it on are zero padding (a masked tl.load's): an
+    accumulator updated in place skips the register blocks made only of them (PackedMatmul.row_bound)."""
     (a, a_op), (b, b_op) = a, b
     c_in, c_in_op = c_in if c_in is not None else (None, None)
     sum_type = SUM_TYPES[a_op.element]
     panels = _b_panels(conv, op, b, mk.BPanels(b_op, sum_type, kernel, _block_steps(a_op, b_op, kernel)))
     b_arg = panels if panels is not None else _buffer(conv, b, b_op)
     kernel = kernel.for_rows(a_op.rows)
-    bound = [a_rows] if a_rows is not None and not a_op.packed else []
+    bound = [padding_from] if padding_from is not None and not a_op.packed else []
     if c_in is not None and _updates_in_place(op, c_in, c_in_op, result_type):
         spec = mk.PackedMatmul(a_op, b_op, c_in_op, None, sum_type, kernel, in_place=True,
                                b_panels=panels is not None, row_bound=bool(bound))
