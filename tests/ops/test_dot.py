@@ -207,3 +207,27 @@ def test_rows_of_zero_padding_leave_the_accumulator_as_it_was(target, m):
     expected = torch.full((64, 32), 1.5)
     expected[:m] += a[:m] @ b
     torch.testing.assert_close(c, expected, rtol=1e-4, atol=1e-4)
+
+
+@triton.jit
+def loaded_accumulator_kernel(a_ptr, b_ptr, d_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.load(d_ptr + rm[:, None] * BN + rn[None, :])
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+def test_accumulator_loaded_from_a_read_only_argument_is_updated_in_a_copy(target):
+    """The accumulator starts as a tile read in place from d: the packed matmul, which updates its
+    accumulator where it is, must get a copy of it and leave d alone."""
+    a, b, d = torch.randn(64, 96), torch.randn(96, 64), torch.randn(64, 64)
+    before = d.clone()
+    c = torch.empty(64, 64)
+    loaded_accumulator_kernel[(1,)](a, b, d, c, 96, BM=64, BN=64, BK=32)
+    torch.testing.assert_close(c, before + a @ b, rtol=1e-4, atol=1e-4)
+    assert torch.equal(d, before)
