@@ -183,12 +183,13 @@ def test_two_packed_dots_with_one_zero_accumulator(target):
 
 
 @triton.jit
-def padded_rows_kernel(a_ptr, b_ptr, c_ptr, M, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """A's rows past M are the load's zero padding; every row of the accumulator is stored."""
+def accumulating_kernel(a_ptr, b_ptr, d_ptr, c_ptr, M, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """c = d + a @ b over one BM x BN block, every row of it stored: the accumulator starts as d's tile and
+    A's rows past M are the load's zero padding."""
     rm = tl.arange(0, BM)
     rn = tl.arange(0, BN)
     rk = tl.arange(0, BK)
-    acc = tl.full((BM, BN), 1.5, tl.float32)
+    acc = tl.load(d_ptr + rm[:, None] * BN + rn[None, :])
     for k in range(0, K, BK):
         a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=rm[:, None] < M, other=0.0)
         b = tl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :])
@@ -202,24 +203,12 @@ def test_rows_of_zero_padding_leave_the_accumulator_as_it_was(target, m):
     would add is zero, so those accumulator rows keep their value."""
     a = torch.randn(max(m, 1), 64)
     b = torch.randn(64, 32)
+    d = torch.full((64, 32), 1.5)
     c = torch.empty(64, 32)
-    padded_rows_kernel[(1,)](a, b, c, m, 64, BM=64, BN=32, BK=32)
-    expected = torch.full((64, 32), 1.5)
+    accumulating_kernel[(1,)](a, b, d, c, m, 64, BM=64, BN=32, BK=32)
+    expected = d.clone()
     expected[:m] += a[:m] @ b
     torch.testing.assert_close(c, expected, rtol=1e-4, atol=1e-4)
-
-
-@triton.jit
-def loaded_accumulator_kernel(a_ptr, b_ptr, d_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.arange(0, BM)
-    rn = tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.load(d_ptr + rm[:, None] * BN + rn[None, :])
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
-        b = tl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :])
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
 
 
 def test_accumulator_loaded_from_a_read_only_argument_is_updated_in_a_copy(target):
@@ -228,6 +217,6 @@ def test_accumulator_loaded_from_a_read_only_argument_is_updated_in_a_copy(targe
     a, b, d = torch.randn(64, 96), torch.randn(96, 64), torch.randn(64, 64)
     before = d.clone()
     c = torch.empty(64, 64)
-    loaded_accumulator_kernel[(1,)](a, b, d, c, 96, BM=64, BN=64, BK=32)
+    accumulating_kernel[(1,)](a, b, d, c, 64, 96, BM=64, BN=64, BK=32)
     torch.testing.assert_close(c, before + a @ b, rtol=1e-4, atol=1e-4)
     assert torch.equal(d, before)
