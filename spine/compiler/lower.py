@@ -106,11 +106,16 @@ class LoweringChoices:
     # DWARF line tables from the kernel's source locations, so a fault's code address can be named by its
     # source line (debug compiles).
     line_tables: bool = False
+    # exp scales by 2^k with llvm.ldexp, one instruction on AVX-512 (vscalefps); elsewhere LLVM would call
+    # the C library's ldexpf element by element (math_expansion.expand_exp).
+    ldexp_scaling: bool = False
 
     @classmethod
-    def for_target(cls, triple: str, debug: bool = False) -> "LoweringChoices":
+    def for_target(cls, triple: str, debug: bool = False, cpu: str = "", features: str = "") -> "LoweringChoices":
+        from ..targets import cpu_features
         riscv = triple.startswith("riscv")
-        return cls(inline_copies=riscv, short_chains=not riscv, line_tables=debug)
+        avx512 = not riscv and "+avx512f" in cpu_features(triple, cpu, features)
+        return cls(inline_copies=riscv, short_chains=not riscv, line_tables=debug, ldexp_scaling=avx512)
 
 
 def lower(linalg_text: str, choices: LoweringChoices = LoweringChoices()) -> str:
@@ -134,7 +139,7 @@ def lower(linalg_text: str, choices: LoweringChoices = LoweringChoices()) -> str
         _copies_to_linalg(module)
         _stores_in_place(module)
         _run(module, TO_LOOPS)
-        expand_math(module, choices.short_chains)
+        expand_math(module, choices.short_chains, choices.ldexp_scaling)
         if "bf16" in linalg_text:
             _run(module, BF16_TO_INTEGER_OPS)
         if parallel:

@@ -8,7 +8,8 @@ and friends reach it through math-expand-ops. f64 math is left to the C library.
 
     exp     f32: Cody-Waite range reduction (k rounded by a magic-number addition, no conversions), a
             degree-6 minimax polynomial (Cephes expf coefficients, about 1 ulp; see expand_math), scaling
-            by 2^k in two steps so that results down to the subnormal range stay exact. Inputs outside
+            by 2^k in two steps so that results down to the subnormal range stay exact (AVX-512: one
+            vscalefps, through llvm.ldexp). Inputs outside
             [-104, 88.7] and NaN are replaced at the end rather than clamped at the start: the polynomial's
             chain of dependent operations is what limits a vectorised loop, so it is kept short
     erf     f32: x + x P(x^2) below 1 (fused, one rounding), 1 - exp(Q(|x| - 2.3)) up to 3.95 with Q a fit
@@ -26,7 +27,7 @@ from __future__ import annotations
 import math as pymath
 
 from mlir import ir
-from mlir.dialects import arith, math
+from mlir.dialects import arith, llvm, math
 
 from .ir_walk import collect_ops
 
@@ -143,7 +144,7 @@ def _is_nan(x): return _cmp("UNO", x, x)
 
 # ----------------------------------------------------------------------------------------- f32 exp
 
-def expand_exp(x: ir.Value, poly=_horner) -> ir.Value:
+def expand_exp(x: ir.Value, poly=_horner, ldexp: bool = False) -> ir.Value:
     # k = round(x log2 e) by adding 1.5 * 2^23, which leaves k in the low bits (|k| < 2^22 for the inputs
     # whose result is computed): no float to integer conversions (each a rounding-mode switch on RISC-V)
     shifted = _fma(x, _f(LOG2E), _f(ROUNDING_MAGIC))
@@ -154,9 +155,12 @@ def expand_exp(x: ir.Value, poly=_horner) -> ir.Value:
     r = _fma(k, _f(-LN2_LO), r)
     p = poly(r, POLY[::-1])
     y = _add(_fma(p, _mul(r, r), r), _f(1.0))
-    k1 = arith.ShRSIOp(ki, _i(1)).result
-    k2 = arith.SubIOp(ki, k1).result
-    result = _mul(_mul(y, _pow2(k1)), _pow2(k2))
+    if ldexp:
+        result = llvm.intr_ldexp(_f32(), y, ki)
+    else:
+        k1 = arith.ShRSIOp(ki, _i(1)).result
+        k2 = arith.SubIOp(ki, k1).result
+        result = _mul(_mul(y, _pow2(k1)), _pow2(k2))
     result = _sel(_cmp("OGT", x, _f(MAX_INPUT)), _f(float("inf")), result)
     result = _sel(_cmp("OLT", x, _f(MIN_INPUT)), _f(0.0), result)
     return _sel(_is_nan(x), x, result)
@@ -164,11 +168,11 @@ def expand_exp(x: ir.Value, poly=_horner) -> ir.Value:
 
 # ----------------------------------------------------------------------------------------- f32 erf
 
-def expand_erf(x: ir.Value, poly=_horner) -> ir.Value:
+def expand_erf(x: ir.Value, poly=_horner, ldexp: bool = False) -> ir.Value:
     a = math.AbsFOp(x).result
     small = _fma(a, poly(_mul(a, a), ERF_SMALL), a)
     u = _sub(arith.MinimumFOp(a, _f(ERF_SATURATED)).result, _f(ERF_CENTER))
-    large = _sub(_f(1.0), expand_exp(poly(u, ERF_LARGE), poly))
+    large = _sub(_f(1.0), expand_exp(poly(u, ERF_LARGE), poly, ldexp))
     result = _sel(_cmp("OLT", a, _f(1.0)), small, large)
     result = math.CopySignOp(result, x).result
     return _sel(_is_nan(x), x, result)
@@ -359,12 +363,14 @@ UNARY = {"math.exp": expand_exp, "math.erf": expand_erf, "math.log": expand_log,
 BINARY = {"math.powf": expand_powf}
 
 
-def expand_math(module, short_chains: bool = False) -> None:
+def expand_math(module, short_chains: bool = False, ldexp: bool = False) -> None:
     """Replace every scalar f32 math op listed in UNARY and BINARY by its expansion.
 
     `short_chains`: evaluate exp's and erf's polynomials in Estrin's form, for out-of-order cores, where a
     vectorised loop of exp is limited by its chain of dependent operations (softmax 15-20 % faster on
-    x86-64); otherwise in Horner's, the fewest instructions (GELU's erf takes 16 % fewer RISC-V ones)."""
+    x86-64); otherwise in Horner's, the fewest instructions (GELU's erf takes 16 % fewer RISC-V ones).
+    `ldexp`: exp scales its result by 2^k with llvm.ldexp (AVX-512's vscalefps: one instruction, one
+    rounding into the subnormal range) instead of two multiplications by powers of two built from bits."""
     poly = _estrin if short_chains else _horner
 
     def scalar_f32_math(op) -> bool:
@@ -373,7 +379,7 @@ def expand_math(module, short_chains: bool = False) -> None:
         name = op.name
         with ir.InsertionPoint(op), op.location:
             if name in POLYNOMIAL:
-                value = UNARY[name](*op.operands, poly)
+                value = UNARY[name](*op.operands, poly, ldexp)
             else:
                 value = (UNARY[name] if name in UNARY else BINARY[name])(*op.operands)
         op.results[0].replace_all_uses_with(value)

@@ -49,7 +49,8 @@ def make_linalg(mod, metadata, options):
 def make_llir(linalg_text: str, metadata, options):
     from .lower import LoweringChoices
     llir = _in_worker(metadata["name"], "llir", linalg_text=linalg_text,
-                      choices=LoweringChoices.for_target(options.triple, options.debug))
+                      choices=LoweringChoices.for_target(options.triple, options.debug, options.cpu,
+                                                                options.features))
     dump_artifact(options.dump_path, metadata["name"], "llir", llir)
     return llir
 

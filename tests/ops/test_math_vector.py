@@ -112,3 +112,43 @@ def test_math_loops_are_vectorised_on_the_host(monkeypatch, tmp_path):
         asm = (tmp_path / "math_kernel.s").read_text()
         assert "ymm" in asm or "zmm" in asm, op
         assert not [line for line in asm.splitlines() if "call" in line and "mem" not in line], op
+
+
+@pytest.mark.parametrize("cpu,scaled", [("x86-64-v4", True), ("znver4", True), ("sapphirerapids", True),
+                                        ("x86-64-v3", False), ("znver3", False)])
+def test_exp_scales_with_vscalef_only_on_avx512(cpu, scaled):
+    """exp's scaling by 2^k is one vscalefps (llvm.ldexp) on CPUs with AVX-512; elsewhere it stays two
+    multiplications, since LLVM would make llvm.ldexp a C library call per element there."""
+    from spine.compiler.codegen import optimize_and_emit
+    from spine.compiler.entry import entry_module_ir
+    from spine.compiler.lower import LoweringChoices, lower
+    from spine.driver import CPUDriver
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    x = torch.randn(300)
+    _, compiled = run("exp", x)
+    md = compiled.metadata
+    choices = LoweringChoices.for_target(md.triple, False, cpu, "")
+    assert choices.ldexp_scaling == scaled
+    llir = lower(compiled.asm["linalg"], choices)
+    assert ("llvm.ldexp" in llir) == scaled
+    entry = entry_module_ir(md.name, md.spine_arg_kinds, md.spine_argument_views, md.triple)
+    _, asm = optimize_and_emit(llir, entry, md.triple, cpu, "", want_assembly=True)
+    assert ("vscalefps" in asm) == scaled
+    assert "ldexp" not in asm
+
+
+def test_exp_gives_the_same_bits_with_either_scaling(monkeypatch, fresh_cache):
+    """The two scalings round once, at the same point: exp's results are identical bit for bit."""
+    from tests.cpu_features import host_runs
+    from spine.driver import CPUDriver
+    if not host_runs("x86-64-v4"):
+        pytest.skip("this machine cannot run AVX-512 code")
+    x = inputs("host")
+    results = []
+    for level in ("x86-64-v3", "x86-64-v4"):
+        monkeypatch.setenv("SPINE_HOST_CPU", level)
+        triton.runtime.driver.set_active(CPUDriver(target="host"))
+        out, compiled = run("exp", x)
+        assert ("llvm.ldexp" in compiled.asm["llir"]) == (level == "x86-64-v4")
+        results.append(out)
+    assert torch.equal(results[0].view(torch.int32), results[1].view(torch.int32))
