@@ -9,8 +9,9 @@ Where each TTIR op is handled:
     tt.dot_scaled (microscaled fp8/fp4 operands)                 dot_scaled.py (then dot.py)
     tt.addptr, tt.bitcast                                        pointers.py
     tt.make_tensor_ptr, tt.advance (block pointers)              block_pointers.py
-    tt.load / tt.store                                           load.py (tile copies: tile_copy.py) /
-                                                                 store.py
+    tt.load / tt.store                                           load.py (tile copies: tile_copy.py; the
+                                                                 next program's tile prefetched:
+                                                                 prefetch.py) / store.py
     tt.reduce                                                    reduce.py
     tt.scan                                                      scan.py
     tt.atomic_rmw, tt.atomic_cas                                 atomics.py

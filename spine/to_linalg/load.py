@@ -8,6 +8,9 @@ Structured pointer, structured (or no) mask — a strided block copy the vectori
     linalg.copy ins(subview %view[%lo][%n]) outs(subview %buf[%lo][%n])
     %t    = bufferization.to_tensor %buf restrict writable
 
+A load at the top of the kernel whose tile moves with the program id first prefetches the next program's
+tile (prefetch.py).
+
 Arguments the kernel never writes are read in place instead (bufferization.to_tensor of the view, not
 writable), with the copy kept only for partial edge tiles, when the launcher has checked that they do not
 overlap memory the kernel writes (to_linalg.convert_ttir's `direct_loads`).
@@ -33,6 +36,7 @@ from .block_pointers import as_pointer_and_mask, boundary_check
 from .converter import handles
 from .memory import (Window, each_unmasked_element, mask_bytes, may_view_whole_tile, pointer_view,
                      split_operands)
+from .prefetch import prefetch_next_program
 from .tile_copy import copy_tile, transpose_block
 from .types import element_type, shape_of
 
@@ -117,6 +121,7 @@ def _reads_in_place(conv, ptr: st.PointerState, result: ir.Value) -> bool:
 
 
 def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_place: bool) -> ir.Value:
+    prefetch_next_program(conv, op, ptr)
     window = bounds.guard_window(conv, op, ptr, Window.of(mask, ptr.shape), LOAD)
     _record_zero_padding(conv, op.results[0], window, fill)
     tile_type = ir.RankedTensorType.get(list(ptr.shape), ptr.element_type)
