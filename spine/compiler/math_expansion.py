@@ -144,7 +144,9 @@ def _is_nan(x): return _cmp("UNO", x, x)
 
 # ----------------------------------------------------------------------------------------- f32 exp
 
-def expand_exp(x: ir.Value, poly=_horner, ldexp: bool = False) -> ir.Value:
+def expand_exp(x: ir.Value, poly=_horner, ldexp: bool = False, special_cases: bool = True) -> ir.Value:
+    """e^x. `special_cases`: inputs outside [-104, 88.7] and NaN get their results (inf, 0, NaN); without,
+    x must lie inside (erf's use: its lanes outside are discarded by a select)."""
     # k = round(x log2 e) by adding 1.5 * 2^23, which leaves k in the low bits (|k| < 2^22 for the inputs
     # whose result is computed): no float to integer conversions (each a rounding-mode switch on RISC-V)
     shifted = _fma(x, _f(LOG2E), _f(ROUNDING_MAGIC))
@@ -161,6 +163,8 @@ def expand_exp(x: ir.Value, poly=_horner, ldexp: bool = False) -> ir.Value:
         k1 = arith.ShRSIOp(ki, _i(1)).result
         k2 = arith.SubIOp(ki, k1).result
         result = _mul(_mul(y, _pow2(k1)), _pow2(k2))
+    if not special_cases:
+        return result
     result = _sel(_cmp("OGT", x, _f(MAX_INPUT)), _f(float("inf")), result)
     result = _sel(_cmp("OLT", x, _f(MIN_INPUT)), _f(0.0), result)
     return _sel(_is_nan(x), x, result)
@@ -172,7 +176,9 @@ def expand_erf(x: ir.Value, poly=_horner, ldexp: bool = False) -> ir.Value:
     a = math.AbsFOp(x).result
     small = _fma(a, poly(_mul(a, a), ERF_SMALL), a)
     u = _sub(arith.MinimumFOp(a, _f(ERF_SATURATED)).result, _f(ERF_CENTER))
-    large = _sub(_f(1.0), expand_exp(poly(u, ERF_LARGE), poly, ldexp))
+    # On the lanes this branch is chosen for (1 <= |x|, u <= 1.65) the exponent lies in [-17.6, -1.8]: no
+    # overflow, underflow or NaN for exp to handle; the other lanes' results are discarded below.
+    large = _sub(_f(1.0), expand_exp(poly(u, ERF_LARGE), poly, ldexp, special_cases=False))
     result = _sel(_cmp("OLT", a, _f(1.0)), small, large)
     result = math.CopySignOp(result, x).result
     return _sel(_is_nan(x), x, result)
