@@ -36,6 +36,10 @@ def kernels():
            lambda: matmul_kernel[(1, 1)](a, a, torch.empty(64, 64), 64, 64, 64, 64, 1, 64, 1, 64, 1,
                                          BM=64, BN=64, BK=32),
            (s // 64, s // 64, 1), [f"b{4 * s * s}"] * 3 + [f"i{s}"] * 3 + [f"i{s}", "i1", f"i{s}", "i1", f"i{s}", "i1"])
+    yield ("matmul fp32 1024^3 (tl.dot, 64x64x64 tiles)",
+           lambda: matmul_kernel[(1, 1)](a, a, torch.empty(64, 64), 64, 64, 64, 64, 1, 64, 1, 64, 1,
+                                         BM=64, BN=64, BK=64),
+           (s // 64, s // 64, 1), [f"b{4 * s * s}"] * 3 + [f"i{s}"] * 3 + [f"i{s}", "i1", f"i{s}", "i1", f"i{s}", "i1"])
     rows, cols = 8192, 1000
     x = torch.rand(4, cols)
     yield ("softmax fp32 8192x1000",
