@@ -9,9 +9,9 @@ and friends reach it through math-expand-ops. f64 math is left to the C library.
     exp     f32: Cody-Waite range reduction (k rounded by a magic-number addition, no conversions), a
             degree-6 minimax polynomial (Cephes expf coefficients, about 1 ulp; see expand_math), scaling
             by 2^k in two steps so that results down to the subnormal range stay exact (AVX-512: one
-            vscalefps, through llvm.ldexp). Inputs outside
-            [-104, 88.7] and NaN are replaced at the end rather than clamped at the start: the polynomial's
-            chain of dependent operations is what limits a vectorised loop, so it is kept short
+            vscalefps, through llvm.ldexp). Inputs outside [-104, 88.7] and NaN are replaced at the end
+            rather than clamped at the start: the polynomial's chain of dependent operations is what
+            limits a vectorised loop, so it is kept short
     erf     f32: x + x P(x^2) below 1 (fused, one rounding), 1 - exp(Q(|x| - 2.3)) up to 3.95 with Q a fit
             of log(erfc) (least squares, refined to near-minimax), 1 beyond: about 1.2 ulp
     log, log2, tanh, sin, cos, powf

@@ -124,12 +124,15 @@ def _through_casts(value):
 
 def _erase_edge_copy(branch, index: int) -> None:
     """The then-branch's copy and fill into the buffer it yields as result `index`, once nothing reads that
-    result, when they (through subviews) and the yield (through casts) are the buffer's only uses."""
+    result, when they (through subviews) and the yield (through casts), all in that branch, are the
+    buffer's only uses."""
     block = branch.regions[0].blocks[0]
     buffer = _through_casts(_yielded(block, index))
     writers = []
     for use in buffer.uses:
         user = use.owner
+        if user.operation.block != block:
+            return          # (another branch's tile in the same buffer)
         if user.name == "memref.cast":
             if any(u.owner.name != "scf.yield" for u in user.results[0].uses):
                 return
