@@ -7,9 +7,10 @@ Host: fp32 and fp16 inputs at 512^3 and 1024^3, on one thread (process CPU time)
 time); Spine's smt kernel, torch.mm and (for context) Spine's tl.dot matmul (tests/ops/test_dot.py) run in
 turn, one call each per round, many rounds in one process; the table gives the best and the median time of
 each and torch's time divided by Spine's (above 1: Spine is faster), and GFLOP/s against the host's fp32
-FMA roof (bench/matmul_fma_roof.c, measured at the start: one core's, times the threads). Blocks are
-square, the largest of 512, 256 and 128 that makes four programs and two per thread (block_for). On a shared
-machine the best times are the meaningful ones, and the one-thread CPU times the steadiest.
+FMA roof (bench/matmul_fma_roof.c, measured at the start: one core's, times the threads). The blocks
+column is BLOCK_M / BLOCK_N / SUB_BLK_M as blocks_for chooses them (every row of a block of 256 columns in
+one program, in sub-blocks of 256 rows sharing one packing of B). On a shared machine the best times are
+the meaningful ones, and the one-thread CPU times the steadiest.
 
 --team: the SPLIT_MN arrangement as a single program, whose smt.parallel loop runs on one thread and then
 on a team of two (host, wall time).
@@ -49,26 +50,26 @@ QEMU_CPU = "rv64,v=true,vlen={},elen=64,vext_spec=v1.0,zfh=true,zvfh=true,zba=tr
 VECTOR_FMA = re.compile(r"^v(f)?(w)?(n)?(macc|madd|msac|msub)\.")
 
 
-def smt_matmul(a, b, c, block: int):
-    """The kernel's SPLIT_M arrangement with one sub-block per program: each program multiplies its whole
-    block of rows by its whole block of columns (all of K at once)."""
+def smt_matmul(a, b, c, block_m: int, block_n: int, sub_m: int):
+    """The kernel's SPLIT_M arrangement: each program multiplies its block of rows, in sub-blocks of `sub_m`
+    rows (its smt.parallel loop), by its block of columns, all of K at once."""
     (m, k), n = a.shape, b.shape[1]
     mm, mk, mn = MICRO[a.dtype]
     block_k = triton.next_power_of_2(k)
-    return mm_kernel[(triton.cdiv(m, block), triton.cdiv(n, block))](
+    return mm_kernel[(triton.cdiv(m, block_m), triton.cdiv(n, block_n))](
         a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        BLOCK_SIZE_M=block, BLOCK_SIZE_N=block, BLOCK_SIZE_K=block_k, SPLIT_M=1, SPLIT_MN=0, SPLIT_K=0,
-        SUB_BLK_M=block, SUB_BLK_N=32, SUB_BLK_K=block_k, MICRO_M=mm, MICRO_K=mk, MICRO_N=mn)
+        BLOCK_SIZE_M=block_m, BLOCK_SIZE_N=block_n, BLOCK_SIZE_K=block_k, SPLIT_M=1, SPLIT_MN=0, SPLIT_K=0,
+        SUB_BLK_M=sub_m, SUB_BLK_N=32, SUB_BLK_K=block_k, MICRO_M=mm, MICRO_K=mk, MICRO_N=mn)
 
 
-def block_for(n: int, threads: int) -> int:
-    """The largest square block (512, 256 or 128) that still makes four programs and two per thread:
-    larger blocks pack each block of A and B for more products, but a block of 512 of fp32 has B panels and
-    C panels of 1 MiB each (L2 is 2 MiB a core here)."""
-    for block in (512, 256):
-        if triton.cdiv(n, block) ** 2 >= max(4, 2 * threads):
-            return block
-    return 128
+def blocks_for(n: int) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, SUB_BLK_M): SPLIT_M as the kernel means it, every row (up to 1024) of a block of
+    256 columns in one program, in sub-blocks of 256 rows that share the program's one packing of its block
+    of B (smt_dot.py packs B once before the smt.parallel loop). Square blocks of 256 at 512^3 and 512 at
+    1024^3, one sub-block each, packed B once per sub-block: against them, fp32 0.88 -> 0.93 of torch.mm's
+    speed at 512^3 and 0.85 -> 0.91 at 1024^3, fp16 0.94 -> 0.99 at 512^3 (one thread, one process,
+    2026-11-30). Sub-blocks run on all threads: (n / 256)^2 of them at these sizes."""
+    return min(n, 1024), 256, 256
 
 
 def fma_roof() -> float:
@@ -113,7 +114,7 @@ def host(quick: bool, one_thread: bool = False) -> None:
     roof = fma_roof()
     print(f"host: {os.cpu_count()} cores; fp32 FMA roof {roof:.0f} GFLOP/s per core (bench/matmul_fma_roof.c); "
           "Spine and torch on the same threads; best / median of the rounds\n")
-    print("| threads | inputs | size | block | smt.dot (Spine) | torch.mm | torch / smt (best, median) | "
+    print("| threads | inputs | size | blocks | smt.dot (Spine) | torch.mm | torch / smt (best, median) | "
           "smt GFLOP/s (% of roof) | torch GFLOP/s | tl.dot (Spine) | torch / tl.dot (best) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     runs = ((1, time.process_time),) + (() if one_thread else ((os.cpu_count(), time.perf_counter),))
@@ -128,9 +129,9 @@ def host(quick: bool, one_thread: bool = False) -> None:
 def host_row(threads: int, dtype, n: int, clock, quick: bool, roof: float) -> str:
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
     c, d, e = torch.empty(n, n, dtype=dtype), torch.empty(n, n, dtype=dtype), torch.empty(n, n, dtype=dtype)
-    block = block_for(n, threads)
+    blocks = blocks_for(n)
     # torch writes into a preallocated output as Spine's kernels do
-    functions = {"smt": lambda: smt_matmul(a, b, c, block), "torch": lambda: torch.mm(a, b, out=e)}
+    functions = {"smt": lambda: smt_matmul(a, b, c, *blocks), "torch": lambda: torch.mm(a, b, out=e)}
     if dtype == torch.float32:
         functions["tl.dot"] = lambda: tl_dot_matmul(a, b, d)
     samples = rounds(functions, 10 if quick else max(20, int(4e10 / n ** 3)), clock)
@@ -140,7 +141,7 @@ def host_row(threads: int, dtype, n: int, clock, quick: bool, roof: float) -> st
     gflops = {name: 2 * n ** 3 / t / 1e9 for name, t in best.items()}
     share = f" ({gflops['smt'] / roof:.0%})" if roof else ""
     dot = f"{best['tl.dot'] * 1e3:.2f} ms | {best['torch'] / best['tl.dot']:.2f}" if "tl.dot" in best else "— | —"
-    return (f"| {threads} | {str(dtype).replace('torch.', '')} | {n}^3 | {block} | {best['smt'] * 1e3:.2f} / "
+    return (f"| {threads} | {str(dtype).replace('torch.', '')} | {n}^3 | {'/'.join(map(str, blocks))} | {best['smt'] * 1e3:.2f} / "
             f"{median['smt'] * 1e3:.2f} ms | {best['torch'] * 1e3:.2f} / {median['torch'] * 1e3:.2f} ms | "
             f"{best['torch'] / best['smt']:.2f}, {median['torch'] / median['smt']:.2f} | "
             f"{gflops['smt']:.0f}{share} | {gflops['torch']:.0f} | {dot} |")
@@ -192,13 +193,13 @@ def riscv_counts(dtype, m: int, n: int, k: int, block: int) -> list:
     triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
     a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
     c = torch.empty(m, n, dtype=dtype)
-    smt_matmul(a, b, c, block)
+    smt_matmul(a, b, c, block, block, block)
     rows = []
     saved = os.environ.get("SPINE_QEMU_CPU")
     try:
         for vlen in VLENS:
             os.environ["SPINE_QEMU_CPU"] = QEMU_CPU.format(vlen)
-            counts, (lo, hi), compiled = executed_addresses(lambda: smt_matmul(a, b, c, block))
+            counts, (lo, hi), compiled = executed_addresses(lambda: smt_matmul(a, b, c, block, block, block))
             check(c, a, b)
             rows.append((vlen,) + classify(counts, lo, hi, compiled.asm["so"]))
     finally:
