@@ -94,8 +94,10 @@ def _element_bytes(ptr: st.PointerState) -> int:
 def _lines_per_row(ptr: st.PointerState) -> Optional[int]:
     """Cache lines of one row of a tile whose rows are contiguous (1-D, or 2-D with unit column stride),
     or None when the tile is of another form, or too large to be worth it."""
-    if len(ptr.shape) not in (1, 2) or not _is(ptr.strides[-1], 1) or (len(ptr.shape) == 2 and _is(ptr.strides[0], 0)):
+    if len(ptr.shape) not in (1, 2) or not _is(ptr.strides[-1], 1):
         return None
+    if len(ptr.shape) == 2 and _is(ptr.strides[0], 0):
+        return None     # every row the same one
     row_bytes = ptr.shape[-1] * _element_bytes(ptr)
     lines = -(-row_bytes // LINE_BYTES)
     rows = ptr.shape[0] if len(ptr.shape) == 2 else 1
