@@ -13,3 +13,8 @@ PARALLEL_LOOP = "smt.parallel_arg0"
 # On the TTIR module: the target's packed-matmul micro-kernel (compiler/ttir.py records it, to_linalg/dot.py
 # lowers tt.dot to it).
 MICROKERNEL_ATTRIBUTE = "spine.microkernel"
+
+# On the call of a packed matmul whose product is a plain buffer (to_linalg/smt_dot.py): the name of its
+# twin that writes into a view of a larger matrix instead, for a whole tile stored straight into its
+# destination (compiler/products_into_destination.py).
+STRIDED_TWIN = "spine.strided_twin"

@@ -11,6 +11,9 @@ from . import switches
 # conversion (which tiles may be copied into a stack buffer) and the lowering (which allocations become
 # allocas); worker threads get stacks far larger than this.
 STACK_TILE_BYTES = 64 * 1024
+# Addresses this far apart fall into the same L1 set (x86: 64 sets of 64 bytes): rows of a matrix a
+# multiple of it apart evict each other when a register block reads or writes several at once.
+L1_WAY_BYTES = 4096
 
 # x86-64 micro-architecture levels, newest first, each with the features that define it beyond the last.
 _X86_LEVELS = (

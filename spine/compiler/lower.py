@@ -14,6 +14,7 @@ from ..targets import STACK_TILE_BYTES
 from .atomic_expansion import expand_compare_and_swap
 from .ir_walk import collect_ops
 from .math_expansion import expand_math
+from .products_into_destination import store_products_in_place
 from .window_reads import read_windows_in_place
 from . import parallel_loops
 
@@ -140,6 +141,7 @@ def lower(linalg_text: str, choices: LoweringChoices = LoweringChoices()) -> str
         _copies_to_linalg(module)
         _stores_in_place(module)
         read_windows_in_place(module)   # the windows _stores_in_place's computations read
+        store_products_in_place(module)
         _run(module, TO_LOOPS)
         expand_math(module, choices.short_chains, choices.ldexp_scaling)
         if "bf16" in linalg_text:

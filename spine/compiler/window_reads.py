@@ -20,7 +20,7 @@ calls each (and the vector registers they spill).
 """
 from __future__ import annotations
 
-from .ir_walk import collect_ops
+from .ir_walk import collect_ops, offsets_sizes_strides
 
 
 def read_windows_in_place(module) -> None:
@@ -80,28 +80,13 @@ def _at_origin(subview) -> bool:
         all(v == 1 for v in ir.DenseI64ArrayAttr(subview.attributes["static_strides"]))
 
 
-def _operand_groups(op) -> tuple:
-    """(offsets, sizes, strides) of a subview or reinterpret_cast: each a list of static numbers, with the
-    SSA value in place of each dynamic one (operands: source, then the dynamic offsets, sizes, strides)."""
-    from mlir import ir
-    dynamic = {"static_offsets": ir.ShapedType.get_dynamic_stride_or_offset(),
-               "static_sizes": ir.ShapedType.get_dynamic_size(),
-               "static_strides": ir.ShapedType.get_dynamic_stride_or_offset()}
-    operands = iter(list(op.operands)[1:])
-    groups = []
-    for name, marker in dynamic.items():
-        static = list(ir.DenseI64ArrayAttr(op.attributes[name]))
-        groups.append([next(operands) if n == marker else n for n in static])
-    return tuple(groups)
-
-
 def _sizes(op) -> list:
-    return _operand_groups(op)[1]
+    return offsets_sizes_strides(op)[1]
 
 
 def _same_place(a, b) -> bool:
     """Two reinterpret_casts of one base at one offset with the same strides."""
-    (a_offsets, _, a_strides), (b_offsets, _, b_strides) = _operand_groups(a), _operand_groups(b)
+    (a_offsets, _, a_strides), (b_offsets, _, b_strides) = offsets_sizes_strides(a), offsets_sizes_strides(b)
     return a.operands[0] == b.operands[0] and a_offsets == b_offsets and a_strides == b_strides
 
 

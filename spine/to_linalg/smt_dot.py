@@ -25,6 +25,7 @@ from mlir import ir
 from mlir.dialects import bufferization, func, memref
 
 from ..compiler.microkernels import MICROKERNELS
+from ..ir_names import STRIDED_TWIN
 from . import smt_microkernel as mk
 from .smt_calls import lowers
 from .smt_views import pack, packed_source
@@ -100,7 +101,12 @@ def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kerne
     out = memref.AllocOp(ir.MemRefType.get(list(out_shape), result_type.element_type), [], [],
                          alignment=mk.ALIGNMENT).result
     inputs = [_buffer(conv, a, a_op), b_arg] + ([_buffer(conv, c_in, c_in_op)] if c_in is not None else [])
-    _call(conv, spec, inputs + [out])
+    call = _call(conv, spec, inputs + [out])
+    twin = spec.strided_twin()
+    if twin is not None:
+        # stored whole, the product may be written straight into its destination: the lowering decides
+        _declare(conv, twin)
+        call.attributes[STRIDED_TWIN] = ir.StringAttr.get(twin.name)
     product = bufferization.ToTensorOp(ir.RankedTensorType.get(list(out_shape), result_type.element_type), out,
                                        restrict=True, writable=True).result
     return pack(product, shape) if len(shape) == 4 else product
@@ -115,11 +121,15 @@ def _updates_in_place(op, c_in: ir.Value, c_in_op: mk.Operand, result_type) -> b
     return c_in_op.packed or isinstance(c_in.owner, ir.Block)
 
 
-def _call(conv, spec, args: list, define=mk.define) -> None:
+def _call(conv, spec, args: list, define=mk.define):
+    _declare(conv, spec, define)
+    return func.CallOp([], ir.FlatSymbolRefAttr.get(spec.name), args)
+
+
+def _declare(conv, spec, define=mk.define) -> None:
     if spec.name not in conv.declared:
         define(conv.module.body, spec)
         conv.declared[spec.name] = None
-    func.CallOp([], ir.FlatSymbolRefAttr.get(spec.name), args)
 
 
 def _block_steps(a_op: mk.Operand, b_op: mk.Operand, kernel) -> int:

@@ -39,6 +39,7 @@ from mlir import ir
 from mlir.dialects import arith, func, memref, scf, vector
 
 from ..compiler.microkernels import MicroKernel
+from ..targets import L1_WAY_BYTES
 from . import index_math as im
 from . import smt_panels as panels
 from .smt_panels import Operand, add, loop, mul
@@ -49,7 +50,6 @@ ALIGNMENT = 64
 # program instance that maps, touches and unmaps them pays a page fault per 4 KiB every time; stack pages
 # stay mapped. Grid worker threads have 64 MiB stacks, the calling thread the process's (8 MiB by default).
 STACK_PANEL_BYTES = 1 << 20
-L1_WAY_BYTES = 4096       # addresses this far apart fall into the same L1 set (x86: 64 sets of 64 bytes)
 MAX_VSCALE = 16           # RVV up to VLEN 1024, for sizing panels before the vector length is known
 
 
@@ -68,11 +68,22 @@ class PackedMatmul:
     # their products are zero, so C keeps those rows as they are. (Computed, a zero row times a B holding
     # an infinity or NaN would give NaN there; rows a mask keeps out are rarely read again.)
     row_bound: bool = False
+    # C_out is a view of a larger matrix (a run-time row stride, unit column stride) instead of a buffer of
+    # the product alone: the twin a whole tile stored straight into its destination calls
+    # (compiler/products_into_destination.py). Direct, with C_out of the sums' type, only.
+    strided_out: bool = False
 
     @property
     def name(self) -> str:
         digest = hashlib.sha256(repr(self).encode()).hexdigest()[:16]
         return f"spine_smt_matmul_{self.kernel.name}_{digest}"
+
+    def strided_twin(self) -> Optional["PackedMatmul"]:
+        """This product written into a view of a larger matrix instead, when it is stored directly in C_out
+        of the sums' type (else None)."""
+        if self.in_place or self.c_in is not None or not self.direct or self.c_out.element != self.accumulator:
+            return None
+        return replace(self, strided_out=True)
 
     @property
     def direct(self) -> bool:
@@ -131,6 +142,7 @@ class _Plan:
     a_rows: ir.Value = None      # A read in place (not packed): a unit-stride view of it, and its row stride
     lda: ir.Value = None
     panels_needed: ir.Value = None   # A panels holding rows that are not padding (row_bound), else None
+    c_stride: ir.Value = None    # C's row stride when C_out is a view (strided_out), else the padded N
 
     @property
     def kernel(self) -> MicroKernel:
@@ -223,7 +235,7 @@ def define(module_body: ir.Block, spec: PackedMatmul) -> None:
     strides."""
     b_type = panels_type(spec.accumulator) if spec.b_panels else spec.b.memref_type()
     inputs = [spec.a.memref_type(), b_type] + ([spec.c_in.memref_type()] if spec.c_in else [])
-    inputs.append(spec.c_out.memref_type(contiguous=spec.direct or not spec.in_place))
+    inputs.append(spec.c_out.memref_type(contiguous=(spec.direct or not spec.in_place) and not spec.strided_out))
     if spec.row_bound:
         inputs.append(ir.IndexType.get())
     fn, entry = _function(module_body, spec.name, inputs)
@@ -282,7 +294,11 @@ def _body(spec: PackedMatmul, a, b, c_in, c_out, rows=None) -> None:
     on_stack = _panel_bytes(plan) <= STACK_PANEL_BYTES
     bp = b if spec.b_panels else _alloc(mul(mul(panels_n, nr), kc), acc, on_stack)
     ap = _alloc(plan.panels_m * mr * kc, acc, on_stack)
-    out = _flat(c_out, spec.c_out) if plan.direct else None
+    c_stride = None
+    if plan.direct and spec.strided_out:
+        out, c_stride, _ = _rows_view(c_out)
+    else:
+        out = _flat(c_out, spec.c_out) if plan.direct else None
     if plan.c_panels:
         cp = _alloc(mul(mul(panels_n, nr), plan.panels_m * mr), acc, on_stack)     # C, rows padded to panels
     else:
@@ -292,7 +308,7 @@ def _body(spec: PackedMatmul, a, b, c_in, c_out, rows=None) -> None:
     if rows is not None:
         rows = arith.MinUIOp(rows, im.const(spec.a.rows)).result
         needed = arith.CeilDivUIOp(rows, im.const(mr)).result
-    plan = _Plan(spec, acc, vtype, vl, nr, panels_n, ap, bp, cp, out, panels_needed=needed)
+    plan = _Plan(spec, acc, vtype, vl, nr, panels_n, ap, bp, cp, out, panels_needed=needed, c_stride=c_stride)
     if not plan.a_in_place:
         _k_blocks(plan, a, b)
     else:
@@ -428,7 +444,8 @@ def _c_index(plan: _Plan, c_at, i: int) -> ir.Value:
     """Where accumulator i (row r, vector v) of the block at c_at lives in the C panels."""
     r, v = divmod(i, plan.nv)
     row, col = c_at
-    return add(mul(add(row, r), plan.padded_n), col, mul(v, plan.vl))
+    stride = plan.c_stride if plan.c_stride is not None else plan.padded_n
+    return add(mul(add(row, r), stride), col, mul(v, plan.vl))
 
 
 def _initial(plan: _Plan, c_at, first, rows: int) -> list:
