@@ -3,6 +3,7 @@
 of its window become a run-time choice between the twin writing the destination and the call and copy;
 a product that something else may touch in between keeps its buffer and copy, and its twin goes."""
 from spine.compiler.products_into_destination import store_products_in_place
+from tests.compiler.ir_rewrites import rewritten as rewritten_by
 from tests.to_linalg.test_golden import filecheck
 
 PRODUCT_THEN_STORE = """
@@ -22,12 +23,7 @@ func.func @k(%out: memref<?xf32>, %row0: index, %rows: index, %stride: index, %a
 
 
 def rewritten(between: str = "") -> str:
-    from mlir import ir
-    with ir.Context(), ir.Location.unknown():
-        module = ir.Module.parse(PRODUCT_THEN_STORE.replace("BETWEEN", between))
-        store_products_in_place(module)
-        module.operation.verify()
-        return str(module)
+    return rewritten_by(PRODUCT_THEN_STORE.replace("BETWEEN", between), store_products_in_place)
 
 
 def test_a_whole_tile_calls_the_twin_on_its_destination():

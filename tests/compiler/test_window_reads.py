@@ -7,6 +7,7 @@ import triton
 import triton.language as tl
 
 from spine.compiler.window_reads import read_windows_in_place
+from tests.compiler.ir_rewrites import rewritten as rewritten_by
 from tests.to_linalg.test_golden import filecheck
 
 # %w: a 1024-lane tile of %arg, whole tiles read in place, edge tiles (%n < 1024 lanes) copied with
@@ -51,12 +52,7 @@ SUM_OF_TILE = """linalg.generic {indexing_maps = [#map, #map1], iterator_types =
 
 
 def rewritten(readers: str) -> str:
-    from mlir import ir
-    with ir.Context(), ir.Location.unknown():
-        module = ir.Module.parse(EDGE_TILE.replace("READERS", readers))
-        read_windows_in_place(module)
-        module.operation.verify()
-        return str(module)
+    return rewritten_by(EDGE_TILE.replace("READERS", readers), read_windows_in_place)
 
 
 def test_a_window_of_an_edge_tile_reads_the_argument_and_the_copy_goes():
