@@ -18,6 +18,13 @@ def collect_ops(module, wanted: Callable) -> list:
     return found
 
 
+def defining_op(value):
+    """The operation that defines `value`, or None for a block argument."""
+    from mlir import ir
+    owner = value.owner
+    return None if isinstance(owner, ir.Block) else owner.operation
+
+
 def offsets_sizes_strides(op) -> tuple:
     """(offsets, sizes, strides) of a subview or reinterpret_cast: each a list of static numbers, with the
     SSA value in place of each dynamic one (operands: source, then the dynamic offsets, sizes, strides)."""

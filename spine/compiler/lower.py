@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..errors import SpineCompilationError, describe_location
 from ..targets import STACK_TILE_BYTES
 from .atomic_expansion import expand_compare_and_swap
-from .ir_walk import collect_ops
+from .ir_walk import collect_ops, defining_op, offsets_sizes_strides
 from .math_expansion import expand_math
 from .products_into_destination import store_products_in_place
 from .window_reads import read_windows_in_place
@@ -271,11 +271,11 @@ def _tile_written_then_copied(copy):
     """(generic, output index, window sizes) when `copy` copies a window at 0 of a local buffer that an
     elementwise linalg.generic right before it wrote and nothing reads afterwards; else None."""
     from mlir import ir
-    window = _defining_op(copy.operands[0])
+    window = defining_op(copy.operands[0])
     if window is None or window.name != "memref.subview":
         return None
     buffer = window.operands[0]
-    allocation = _defining_op(buffer)
+    allocation = defining_op(buffer)
     if getattr(allocation, "name", None) not in ("memref.alloc", "memref.alloca"):
         return None
     if ir.MemRefType(buffer.type).element_type != ir.MemRefType(copy.operands[1].type).element_type:
@@ -283,9 +283,7 @@ def _tile_written_then_copied(copy):
     if any(v != 0 for v in ir.DenseI64ArrayAttr(window.attributes["static_offsets"])) or \
             any(v != 1 for v in ir.DenseI64ArrayAttr(window.attributes["static_strides"])):
         return None
-    static_sizes = list(ir.DenseI64ArrayAttr(window.attributes["static_sizes"]))
-    dynamic = iter(window.operands[1:])
-    sizes = [next(dynamic) if n == ir.ShapedType.get_dynamic_size() else n for n in static_sizes]
+    sizes = offsets_sizes_strides(window)[1]
     writer = copy
     while True:
         writer = _previous_op(writer)
@@ -323,12 +321,6 @@ def _ancestor_in_block(op, block):
         parent = op.parent
         op = parent.operation if parent is not None and parent.name != "builtin.module" else None
     return op
-
-
-def _defining_op(value):
-    from mlir import ir
-    owner = value.owner
-    return None if isinstance(owner, ir.Block) else owner.operation
 
 
 def _previous_op(op):

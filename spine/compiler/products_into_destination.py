@@ -26,7 +26,7 @@ from typing import Optional
 
 from ..ir_names import STRIDED_TWIN
 from ..targets import L1_WAY_BYTES
-from .ir_walk import collect_ops, offsets_sizes_strides
+from .ir_walk import collect_ops, defining_op, offsets_sizes_strides
 
 # Ops that neither read nor write memory: a call may move past them.
 VIEW_AND_INDEX_OPS = ("memref.subview", "memref.reinterpret_cast", "memref.cast", "memref.extract_strided_metadata",
@@ -85,11 +85,10 @@ def _copy_of_product(call) -> Optional[object]:
 
 
 def _is_window_of(value, buffer) -> bool:
-    from mlir import ir
     if value == buffer:
         return True
-    owner = value.owner
-    if isinstance(owner, ir.Block) or owner.name != "memref.subview" or owner.operands[0] != buffer:
+    owner = defining_op(value)
+    if owner is None or owner.name != "memref.subview" or owner.operands[0] != buffer:
         return False
     return all(step == 1 for step in offsets_sizes_strides(owner)[2])
 
@@ -104,8 +103,8 @@ def _whole(window, shape: list):
         if isinstance(value, int):
             return arith.ConstantOp(ir.IntegerType.get_signless(1), int(value == number)).result
         return arith.CmpIOp(arith.CmpIPredicate.eq, value, arith.ConstantOp(index, number).result).result
-    owner = window.owner
-    if isinstance(owner, ir.Block) or owner.name != "memref.subview":
+    owner = defining_op(window)
+    if owner is None or owner.name != "memref.subview":
         return arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result
     offsets, sizes, _ = offsets_sizes_strides(owner)
     checks = [equal(o, 0) for o in offsets] + [equal(size, n) for size, n in zip(sizes, shape)]

@@ -20,7 +20,7 @@ calls each (and the vector registers they spill).
 """
 from __future__ import annotations
 
-from .ir_walk import collect_ops, offsets_sizes_strides
+from .ir_walk import collect_ops, defining_op, offsets_sizes_strides
 
 
 def read_windows_in_place(module) -> None:
@@ -51,7 +51,7 @@ def _source_of_window(window):
     branch, index = tile.owner, tile.result_number
     if len(branch.regions[1].blocks) == 0:
         return None
-    whole = _defining(_yielded(branch.regions[1].blocks[0], index))
+    whole = defining_op(_yielded(branch.regions[1].blocks[0], index))
     if whole is None or whole.name != "memref.reinterpret_cast":
         return None
     then_block = branch.regions[0].blocks[0]
@@ -59,18 +59,18 @@ def _source_of_window(window):
     copies = [op for op in then_block.operations if op.name == "linalg.copy" and _window_of(op.operands[1], buffer)]
     if len(copies) != 1:
         return None
-    source = _defining(copies[0].operands[0])
+    source = defining_op(copies[0].operands[0])
     sizes = _sizes(window)
     if source is None or source.name != "memref.reinterpret_cast" or not _same_place(source, whole):
         return None
-    if _sizes(source) != sizes or _sizes(_defining(copies[0].operands[1])) != sizes:
+    if _sizes(source) != sizes or _sizes(defining_op(copies[0].operands[1])) != sizes:
         return None
     return source
 
 
 def _window_of(value, buffer) -> bool:
     """Whether value is a subview of buffer at its origin, with unit steps."""
-    op = _defining(value)
+    op = defining_op(value)
     return op is not None and op.name == "memref.subview" and op.operands[0] == buffer and _at_origin(op)
 
 
@@ -94,16 +94,11 @@ def _yielded(block, index: int):
     return block.operations[len(block.operations) - 1].operands[index]
 
 
-def _defining(value):
-    from mlir import ir
-    return None if isinstance(value.owner, ir.Block) else value.owner
-
-
 def _through_casts(value):
-    op = _defining(value)
+    op = defining_op(value)
     while op is not None and op.name == "memref.cast":
         value = op.operands[0]
-        op = _defining(value)
+        op = defining_op(value)
     return value
 
 
