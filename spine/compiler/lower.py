@@ -103,7 +103,7 @@ class LoweringChoices:
     # Keep copy loops as loops (vectorised in place) instead of letting LLVM turn them into memcpy calls:
     # right where the C library's memcpy is scalar (glibc on RISC-V).
     inline_copies: bool = False
-    # exp's and erf's polynomials in Estrin's form: out-of-order cores (math_expansion.expand_math).
+    # exp's polynomial in Estrin's form: out-of-order cores (math_expansion.expand_math).
     short_chains: bool = False
     # DWARF line tables from the kernel's source locations, so a fault's code address can be named by its
     # source line (debug compiles).

@@ -12,8 +12,11 @@ and friends reach it through math-expand-ops. f64 math is left to the C library.
             vscalefps, through llvm.ldexp). Inputs outside [-104, 88.7] and NaN are replaced at the end
             rather than clamped at the start: the polynomial's chain of dependent operations is what
             limits a vectorised loop, so it is kept short
-    erf     f32: x + x P(x^2) below 1 (fused, one rounding), 1 - exp(Q(|x| - 2.3)) up to 3.95 with Q a fit
-            of log(erfc) (least squares, refined to near-minimax), 1 beyond: about 1.2 ulp
+    erf     f32: x + x P(x^2) below 1 (fused, one rounding); 1 - exp(R(|x| - 2.3) - x^2) up to 3.95, with R
+            a fit of log(erfc(x)) + x^2, smooth where log(erfc) itself is not; 1 beyond: about 1.2 ulp.
+            Both fits minimise the error in ulps of erf (iteratively reweighted least squares), so R is
+            weighted by erfc(x), the factor by which an error in the exponent reaches the result:
+            five degrees suffice where an unweighted fit of log(erfc) took eleven
     log, log2, tanh, sin, cos, powf
             f32 computed in f64 and rounded once: log from the exponent bits and 2 atanh(s) of the
             mantissa's s = (m - 1)/(m + 1) (a series in s^2), exp by reduction to |r| <= ln2/2 and a Taylor
@@ -40,13 +43,16 @@ MIN_INPUT = -104.0              # below this exp underflows to 0 even as a subno
 ROUNDING_MAGIC = 12582912.0     # 1.5 * 2^23
 ROUNDING_MAGIC_BITS = 0x4B400000
 
-# erf(x) = x + x * ERF_SMALL(x^2) on |x| < 1; erf(x) = 1 - exp(ERF_LARGE(|x| - ERF_CENTER)) on [1, 3.95]
-ERF_SMALL = (0.12837916326041868, -0.3761262019154313, 0.1128354820344326, -0.026852780581433783,
-             0.00518695322332066, -0.0008001684136496376, 7.834720257150388e-05)
+# erf(x) = x + x * ERF_SMALL(x^2) on |x| < 1; erf(x) = 1 - exp(ERF_LARGE(|x| - ERF_CENTER) - x^2) on [1, 3.95]
+ERF_SMALL = (0.12837916595504145, -0.37612627441504304, 0.11283601563591693, -0.02685439207259596,
+             0.005189254695014058, -0.0008017093805799151, 7.873351904125887e-05)
 ERF_CENTER = 2.3
-ERF_LARGE = (-6.77394440255395, -4.976499041201986, -0.9368235688450801, -0.012771917414387952,
-             0.002636436058515102, -0.0005248510460606214, 9.689805250834612e-05, -1.585819475983026e-05,
-             2.08333881207699e-06, -6.914373392420126e-08, -8.446241873742135e-08, 2.0728556983257316e-08)
+ERF_LARGE = (-1.4839314633304752, -0.3764580800400879, 0.06302085795528946, -0.013532954920789054,
+             0.0015481256775052926, -0.0011504654936616413)
+# e^r = 1 + r + r^2 ERF_EXP(r) on |r| <= ln2/2 to 3e-9 relative: one degree less than exp's POLY (the
+# same weighted fit), enough for erf's tail, where exp's error is scaled by erfc(x) <= 0.16
+ERF_EXP = (0.49999993449648406, 0.16666520682029695, 0.04166838806171303, 0.00836871100727641,
+           0.0013814566784272697)
 ERF_SATURATED = 3.95            # erfc(3.95) < 2^-25: erf rounds to 1
 
 def _two_over_pi_bits(bits: int) -> int:
@@ -146,7 +152,7 @@ def _is_nan(x): return _cmp("UNO", x, x)
 
 def expand_exp(x: ir.Value, poly=_horner, ldexp: bool = False, special_cases: bool = True) -> ir.Value:
     """e^x. `special_cases`: inputs outside [-104, 88.7] and NaN get their results (inf, 0, NaN); without,
-    x must lie inside (erf's use: its lanes outside are discarded by a select)."""
+    x must lie inside."""
     # k = round(x log2 e) by adding 1.5 * 2^23, which leaves k in the low bits (|k| < 2^22 for the inputs
     # whose result is computed): no float to integer conversions (each a rounding-mode switch on RISC-V)
     shifted = _fma(x, _f(LOG2E), _f(ROUNDING_MAGIC))
@@ -170,18 +176,34 @@ def expand_exp(x: ir.Value, poly=_horner, ldexp: bool = False, special_cases: bo
     return _sel(_is_nan(x), x, result)
 
 
+def _exp_of_erfc(x: ir.Value) -> ir.Value:
+    """e^x for x in [-17.6, -0.8], as erf's tail needs it: the steps of expand_exp less what that range
+    and that use cannot tell apart. 2^k is normal, so one multiplication by it scales exactly; one rounded
+    ln 2 reduces with a relative error of |k| 2e-9, and the polynomial is a degree shorter."""
+    shifted = _fma(x, _f(LOG2E), _f(ROUNDING_MAGIC))
+    k = _sub(shifted, _f(ROUNDING_MAGIC))
+    r = _fma(k, _f(-pymath.log(2.0)), x)
+    p = _horner(r, ERF_EXP)
+    y = _add(_fma(p, _mul(r, r), r), _f(1.0))
+    # shifted's bits are ROUNDING_MAGIC_BITS + k: 2^k's are (k + 127) << 23
+    bits = arith.AddIOp(arith.BitcastOp(ir.IntegerType.get_signless(32), shifted).result,
+                        _i(127 - ROUNDING_MAGIC_BITS)).result
+    return _mul(y, arith.BitcastOp(_f32(), arith.ShLIOp(bits, _i(23)).result).result)
+
+
 # ----------------------------------------------------------------------------------------- f32 erf
 
-def expand_erf(x: ir.Value, poly=_horner, ldexp: bool = False) -> ir.Value:
+def expand_erf(x: ir.Value) -> ir.Value:
+    # Horner's form, unlike exp's choice for out-of-order cores: the two branches are independent chains
+    # already, and Estrin's extra products and register copies made GELU 10 % slower on x86-64.
     a = math.AbsFOp(x).result
-    small = _fma(a, poly(_mul(a, a), ERF_SMALL), a)
-    u = _sub(arith.MinimumFOp(a, _f(ERF_SATURATED)).result, _f(ERF_CENTER))
-    # On the lanes this branch is chosen for (1 <= |x|, u <= 1.65) the exponent lies in [-17.6, -1.8]: no
-    # overflow, underflow or NaN for exp to handle; the other lanes' results are discarded below.
-    large = _sub(_f(1.0), expand_exp(poly(u, ERF_LARGE), poly, ldexp, special_cases=False))
-    result = _sel(_cmp("OLT", a, _f(1.0)), small, large)
-    result = math.CopySignOp(result, x).result
-    return _sel(_is_nan(x), x, result)
+    small = _fma(x, _horner(_mul(x, x), ERF_SMALL), x)
+    # Clamped, so that the exponent stays in [-17.6, -0.8] on every lane: no overflow, underflow or NaN
+    # for exp to handle (lanes below 1 are discarded by the select; NaN passes through the minimum).
+    m = arith.MinimumFOp(a, _f(ERF_SATURATED)).result
+    exponent = _fma(arith.NegFOp(m).result, m, _horner(_sub(m, _f(ERF_CENTER)), ERF_LARGE))
+    large = _sub(_f(1.0), _exp_of_erfc(exponent))
+    return _sel(_cmp("OLT", a, _f(1.0)), small, math.CopySignOp(large, x).result)
 
 
 # ------------------------------------------------------------------------------------ f64 helpers
@@ -363,7 +385,7 @@ def expand_powf(a: ir.Value, b: ir.Value) -> ir.Value:
     return _sel(_cmp("OEQ", b, _f(0.0)), _f(1.0), result)
 
 
-POLYNOMIAL = ("math.exp", "math.erf")   # the expansions whose polynomials' form expand_math chooses
+POLYNOMIAL = ("math.exp",)   # the expansions whose polynomials' form expand_math chooses
 UNARY = {"math.exp": expand_exp, "math.erf": expand_erf, "math.log": expand_log, "math.log2": expand_log2,
          "math.tanh": expand_tanh, "math.sin": expand_sin, "math.cos": expand_cos}
 BINARY = {"math.powf": expand_powf}
@@ -372,9 +394,9 @@ BINARY = {"math.powf": expand_powf}
 def expand_math(module, short_chains: bool = False, ldexp: bool = False) -> None:
     """Replace every scalar f32 math op listed in UNARY and BINARY by its expansion.
 
-    `short_chains`: evaluate exp's and erf's polynomials in Estrin's form, for out-of-order cores, where a
-    vectorised loop of exp is limited by its chain of dependent operations (softmax 15-20 % faster on
-    x86-64); otherwise in Horner's, the fewest instructions (GELU's erf takes 16 % fewer RISC-V ones).
+    `short_chains`: evaluate exp's polynomial in Estrin's form, for out-of-order cores, where a vectorised
+    loop of exp is limited by its chain of dependent operations (softmax 15-20 % faster on x86-64);
+    otherwise in Horner's, the fewest instructions.
     `ldexp`: exp scales its result by 2^k with llvm.ldexp (AVX-512's vscalefps: one instruction, one
     rounding into the subnormal range) instead of two multiplications by powers of two built from bits."""
     poly = _estrin if short_chains else _horner
