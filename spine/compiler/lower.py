@@ -14,7 +14,6 @@ from ..targets import STACK_TILE_BYTES
 from .atomic_expansion import expand_compare_and_swap
 from .ir_walk import collect_ops, defining_op, offsets_sizes_strides
 from .math_expansion import expand_math
-from .reciprocal_division import divide_by_reciprocals
 from .products_into_destination import store_products_in_place
 from .window_reads import read_windows_in_place
 from . import parallel_loops
@@ -112,17 +111,13 @@ class LoweringChoices:
     # exp scales by 2^k with llvm.ldexp, one instruction on AVX-512 (vscalefps); elsewhere LLVM would call
     # the C library's ldexpf element by element (math_expansion.expand_exp).
     ldexp_scaling: bool = False
-    # Divide by a loop-invariant divisor through its reciprocal (reciprocal_division.py): x86-64, where a
-    # vector division costs 16 cycles; RISC-V keeps the one vfdiv its instruction count prefers.
-    reciprocal_division: bool = False
 
     @classmethod
     def for_target(cls, triple: str, debug: bool = False, cpu: str = "", features: str = "") -> "LoweringChoices":
         from ..targets import cpu_features
         riscv = triple.startswith("riscv")
         avx512 = not riscv and "+avx512f" in cpu_features(triple, cpu, features)
-        return cls(inline_copies=riscv, short_chains=not riscv, line_tables=debug, ldexp_scaling=avx512,
-                   reciprocal_division=not riscv)
+        return cls(inline_copies=riscv, short_chains=not riscv, line_tables=debug, ldexp_scaling=avx512)
 
 
 def lower(linalg_text: str, choices: LoweringChoices = LoweringChoices()) -> str:
@@ -148,7 +143,6 @@ def lower(linalg_text: str, choices: LoweringChoices = LoweringChoices()) -> str
         read_windows_in_place(module)   # the windows _stores_in_place's computations read
         store_products_in_place(module)
         _run(module, TO_LOOPS)
-        divide_by_reciprocals(module, choices.reciprocal_division)
         expand_math(module, choices.short_chains, choices.ldexp_scaling)
         if "bf16" in linalg_text:
             _run(module, BF16_TO_INTEGER_OPS)

@@ -23,7 +23,7 @@ Where each TTIR op is handled:
     proton.record (profiler scopes in kernels)                   proton_record.py
     arith.*, math.*                                              arith.py (selects between pointers:
                                                                  pointer_select.py)
-    arith.divf (`/`), tt.clampf, tt.precise_divf, tt.precise_sqrt   float_ops.py
+    tt.clampf, tt.precise_divf, tt.precise_sqrt                  float_ops.py
     tt.call of device functions: inlined first                   calls.py
     fp8 types: bytes, conversions decoded/encoded first          fp8.py
     tt.call of the smt extension's reserved functions            smt_calls.py: views smt_views.py,

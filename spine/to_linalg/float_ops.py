@@ -1,10 +1,4 @@
-"""Float division and triton's own float ops (tt.clampf, tt.precise_divf, tt.precise_sqrt) as upstream
-arith/math ops.
-
-    a / b (arith.divf)       f32: arith.divf fastmath<arcp>. triton's `/` is not IEEE division (on NVIDIA it
-                             is div.full.f32, within 2 ulp); the flag lets the lowering divide by a
-                             loop-invariant divisor through its reciprocal and one correction step, within
-                             1 ulp (compiler/reciprocal_division.py). Other types: plain arith.divf
+"""triton's own float ops (tt.clampf, tt.precise_divf, tt.precise_sqrt) as upstream arith/math ops.
 
     tt.clampf x, lo, hi      min(max(x, lo), hi). With propagateNan = all (tl.PropagateNan.ALL) a NaN x gives
                              NaN (arith.maximumf/minimumf); with none (the default) a NaN x gives lo, as
@@ -25,13 +19,8 @@ from mlir.dialects import math as math_d
 
 from . import states as st
 from .converter import handles
-from .types import element_type
 
 PROPAGATE_ALL = 0xFFFF     # tl.PropagateNan.ALL; NONE is 0
-
-
-def is_f32(ty: ir.Type) -> bool:
-    return isinstance(element_type(ty), ir.F32Type)
 
 
 def _bind_elementwise(conv, op, build) -> None:
@@ -50,12 +39,6 @@ def convert_clampf(conv, op):
     def build(x, lo, hi):
         return upper(lower(x, lo).result, hi).result
     _bind_elementwise(conv, op, build)
-
-
-@handles("arith.divf")
-def convert_divf(conv, op):
-    flags = {"fastmath": ir.Attribute.parse("#arith.fastmath<arcp>")} if is_f32(op.results[0].type) else {}
-    _bind_elementwise(conv, op, lambda a, b: arith.DivFOp(a, b, **flags).result)
 
 
 @handles("tt.precise_divf")
