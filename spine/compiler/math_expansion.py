@@ -180,14 +180,15 @@ def _exp_of_erfc(x: ir.Value) -> ir.Value:
     """e^x for x in [-17.6, -0.8], as erf's tail needs it: the steps of expand_exp less what that range
     and that use cannot tell apart. 2^k is normal, so one multiplication by it scales exactly; one rounded
     ln 2 reduces with a relative error of |k| 2e-9, and the polynomial is a degree shorter."""
-    shifted = _fma(x, _f(LOG2E), _f(ROUNDING_MAGIC))
-    k = _sub(shifted, _f(ROUNDING_MAGIC))
+    # The magic number carries the exponent bias: shifted's bits are ROUNDING_MAGIC_BITS + 127 + k, whose
+    # low 9 bits (ROUNDING_MAGIC_BITS has none set) are k + 127, so 2^k is those bits shifted into place.
+    biased_magic = _f(ROUNDING_MAGIC + 127)
+    shifted = _fma(x, _f(LOG2E), biased_magic)
+    k = _sub(shifted, biased_magic)
     r = _fma(k, _f(-pymath.log(2.0)), x)
     p = _horner(r, ERF_EXP)
     y = _add(_fma(p, _mul(r, r), r), _f(1.0))
-    # shifted's bits are ROUNDING_MAGIC_BITS + k: 2^k's are (k + 127) << 23
-    bits = arith.AddIOp(arith.BitcastOp(ir.IntegerType.get_signless(32), shifted).result,
-                        _i(127 - ROUNDING_MAGIC_BITS)).result
+    bits = arith.BitcastOp(ir.IntegerType.get_signless(32), shifted).result
     return _mul(y, arith.BitcastOp(_f32(), arith.ShLIOp(bits, _i(23)).result).result)
 
 
