@@ -13,6 +13,7 @@ from ..errors import SpineCompilationError, describe_location
 from ..targets import STACK_TILE_BYTES
 from .atomic_expansion import expand_compare_and_swap
 from .ir_walk import collect_ops, defining_op, offsets_sizes_strides
+from .loop_splitting import split_loops_at_bounds
 from .math_expansion import expand_math
 from .products_into_destination import store_products_in_place
 from .window_reads import read_windows_in_place
@@ -143,6 +144,7 @@ def lower(linalg_text: str, choices: LoweringChoices = LoweringChoices()) -> str
         read_windows_in_place(module)   # the windows _stores_in_place's computations read
         store_products_in_place(module)
         _run(module, TO_LOOPS)
+        split_loops_at_bounds(module)
         expand_math(module, choices.short_chains, choices.ldexp_scaling)
         if "bf16" in linalg_text:
             _run(module, BF16_TO_INTEGER_OPS)

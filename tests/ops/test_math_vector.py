@@ -90,7 +90,8 @@ def test_unary_math_within_two_ulp(target, op):
 
 def test_erf_across_its_branches(target):
     """erf is two fits joined at |x| = 1 and saturated at 3.95: a dense sweep of [-4.5, 4.5] and the
-    neighbours of both joins stay within 1.5 ulp (the fits' worst case, found exhaustively, is 1.24)."""
+    neighbours of both joins stay within 1.5 ulp (the worst case of a float32 model of the expansion, on
+    every 13th float of [0, 4.5] and every 3rd of [1, 4.5], is 1.24)."""
     n = 1 << (12 if target == "riscv64" else 18)
     sweep = torch.linspace(-4.5, 4.5, n)
     joins = torch.tensor([1.0, 3.95], dtype=torch.float64)
