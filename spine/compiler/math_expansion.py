@@ -9,7 +9,7 @@ and friends reach it through math-expand-ops. f64 math is left to the C library.
     exp     f32: Cody-Waite range reduction (k rounded by a magic-number addition, no conversions), a
             degree-6 minimax polynomial (Cephes expf coefficients, about 1 ulp; see expand_math), scaling
             by 2^k in two steps so that results down to the subnormal range stay exact (AVX-512: one
-            vscalefps, through llvm.ldexp). Inputs outside [-104, 88.7] and NaN are replaced at the end
+            vscalefps, through llvm.ldexp). Inputs outside [-104, 88.7] are replaced at the end
             rather than clamped at the start: the polynomial's chain of dependent operations is what
             limits a vectorised loop, so it is kept short
     erf     f32: x + x P(x^2) below 1 (fused, one rounding); 1 - exp(R(|x| - 2.3) - x^2) up to 3.95, with R
@@ -151,8 +151,8 @@ def _is_nan(x): return _cmp("UNO", x, x)
 # ----------------------------------------------------------------------------------------- f32 exp
 
 def expand_exp(x: ir.Value, poly=_horner, ldexp: bool = False, special_cases: bool = True) -> ir.Value:
-    """e^x. `special_cases`: inputs outside [-104, 88.7] and NaN get their results (inf, 0, NaN); without,
-    x must lie inside."""
+    """e^x. `special_cases`: inputs outside [-104, 88.7] get their results (inf, 0); without, x must
+    lie inside. NaN gives NaN either way."""
     # k = round(x log2 e) by adding 1.5 * 2^23, which leaves k in the low bits (|k| < 2^22 for the inputs
     # whose result is computed): no float to integer conversions (each a rounding-mode switch on RISC-V)
     shifted = _fma(x, _f(LOG2E), _f(ROUNDING_MAGIC))
@@ -171,9 +171,10 @@ def expand_exp(x: ir.Value, poly=_horner, ldexp: bool = False, special_cases: bo
         result = _mul(_mul(y, _pow2(k1)), _pow2(k2))
     if not special_cases:
         return result
+    # NaN needs no case of its own: it reaches y through every step, and a NaN scaled is NaN; both
+    # comparisons below are false for it
     result = _sel(_cmp("OGT", x, _f(MAX_INPUT)), _f(float("inf")), result)
-    result = _sel(_cmp("OLT", x, _f(MIN_INPUT)), _f(0.0), result)
-    return _sel(_is_nan(x), x, result)
+    return _sel(_cmp("OLT", x, _f(MIN_INPUT)), _f(0.0), result)
 
 
 def _exp_of_erfc(x: ir.Value) -> ir.Value:
