@@ -204,13 +204,9 @@ def _unsigned_safe(shape: tuple, loop) -> bool:
 
 
 def _walk(loop) -> list:
-    ops = []
-
-    def visit(op):
-        ops.append(op.operation)
-        return ir.WalkResult.ADVANCE
-    loop.operation.walk(visit)
-    return ops
+    """The loop and every op inside it, in one fixed order: a copy of the loop lists its ops at the same
+    positions."""
+    return collect_ops(loop, lambda op: True)
 
 
 def _split_point(loop, predicate: int, shape: tuple, bound) -> ir.Value:

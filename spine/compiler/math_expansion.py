@@ -150,19 +150,26 @@ def _is_nan(x): return _cmp("UNO", x, x)
 
 # ----------------------------------------------------------------------------------------- f32 exp
 
+def _reduced_exp(x: ir.Value, magic: float, ln2_parts, coefficients, poly) -> tuple:
+    """(shifted, y) with e^x = y 2^k: k = round(x log2 e) by adding `magic` (1.5 * 2^23, plus anything the
+    caller wants in the low bits beside k), which leaves k in shifted's low bits (|k| < 2^22 for the inputs
+    whose result is computed), with no float to integer conversion (each a rounding-mode switch on RISC-V);
+    r = x - k ln 2, by ln 2 in `ln2_parts`; y = 1 + r + r^2 P(r)."""
+    shifted = _fma(x, _f(LOG2E), _f(magic))
+    k = _sub(shifted, _f(magic))
+    r = x
+    for part in ln2_parts:
+        r = _fma(k, _f(-part), r)
+    y = _add(_fma(poly(r, coefficients), _mul(r, r), r), _f(1.0))
+    return shifted, y
+
+
 def expand_exp(x: ir.Value, poly=_horner, ldexp: bool = False, special_cases: bool = True) -> ir.Value:
     """e^x. `special_cases`: inputs outside [-104, 88.7] get their results (inf, 0); without, x must
     lie inside. NaN gives NaN either way."""
-    # k = round(x log2 e) by adding 1.5 * 2^23, which leaves k in the low bits (|k| < 2^22 for the inputs
-    # whose result is computed): no float to integer conversions (each a rounding-mode switch on RISC-V)
-    shifted = _fma(x, _f(LOG2E), _f(ROUNDING_MAGIC))
-    k = _sub(shifted, _f(ROUNDING_MAGIC))
+    shifted, y = _reduced_exp(x, ROUNDING_MAGIC, (LN2_HI, LN2_LO), POLY[::-1], poly)
     ki = arith.SubIOp(arith.BitcastOp(ir.IntegerType.get_signless(32), shifted).result,
                       _i(ROUNDING_MAGIC_BITS)).result
-    r = _fma(k, _f(-LN2_HI), x)
-    r = _fma(k, _f(-LN2_LO), r)
-    p = poly(r, POLY[::-1])
-    y = _add(_fma(p, _mul(r, r), r), _f(1.0))
     if ldexp:
         result = llvm.intr_ldexp(_f32(), y, ki)
     else:
@@ -183,12 +190,7 @@ def _exp_of_erfc(x: ir.Value) -> ir.Value:
     ln 2 reduces with a relative error of |k| 2e-9, and the polynomial is a degree shorter."""
     # The magic number carries the exponent bias: shifted's bits are ROUNDING_MAGIC_BITS + 127 + k, whose
     # low 9 bits (ROUNDING_MAGIC_BITS has none set) are k + 127, so 2^k is those bits shifted into place.
-    biased_magic = _f(ROUNDING_MAGIC + 127)
-    shifted = _fma(x, _f(LOG2E), biased_magic)
-    k = _sub(shifted, biased_magic)
-    r = _fma(k, _f(-pymath.log(2.0)), x)
-    p = _horner(r, ERF_EXP)
-    y = _add(_fma(p, _mul(r, r), r), _f(1.0))
+    shifted, y = _reduced_exp(x, ROUNDING_MAGIC + 127, (pymath.log(2.0),), ERF_EXP, _horner)
     bits = arith.BitcastOp(ir.IntegerType.get_signless(32), shifted).result
     return _mul(y, arith.BitcastOp(_f32(), arith.ShLIOp(bits, _i(23)).result).result)
 
