@@ -69,6 +69,9 @@ class Converter:
     b_panels: dict = field(default_factory=dict)          # smt_dot.py: (B, panels spec) → B packed before a loop
     # load.py: a loaded 2-D tile (TTIR value) → the row its zero padding starts at (an index value)
     zero_padded_rows: dict = field(default_factory=dict)
+    # load.py: those of them read in place, whose rows from there on are the matrix's next ones (or past
+    # its end): a packed matmul that reads A's rows only below the bound may take them so
+    rows_read_in_place: set = field(default_factory=set)
 
     # -------------------------------------------------------------------------------------- value map
     def state(self, value: ir.Value):

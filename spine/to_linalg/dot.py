@@ -85,8 +85,10 @@ def product(conv, op, a: ir.Value, bb: ir.Value, acc: ir.Value, packed: bool = T
         c_in = None if _zero_accumulator(op) else smt_dot.operand(acc)
         # tt.dot_scaled's A is decoded and scaled first: its loaded tile's rows are not these rows
         padding_from = conv.zero_padded_rows.get(op.operands[0]) if op.name == "tt.dot" else None
+        unread_rows = op.name == "tt.dot" and op.operands[0] in conv.rows_read_in_place
         return smt_dot.packed_product(conv, op, smt_dot.operand(a), smt_dot.operand(bb), c_in,
-                                      ir.RankedTensorType(acc.type), kernel, padding_from=padding_from)
+                                      ir.RankedTensorType(acc.type), kernel, padding_from=padding_from,
+                                      unread_rows=unread_rows)
     rank = len(ir.RankedTensorType(a.type).shape)
     out_type = acc.type
     if element_type(acc.type) in (ir.F16Type.get(), ir.BF16Type.get()):

@@ -28,6 +28,7 @@ from ..targets import STACK_TILE_BYTES
 
 from . import bounds
 from . import dot
+from . import smt_dot
 from . import builders as b
 from . import index_math as im
 from . import materialize
@@ -128,13 +129,20 @@ def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_pl
     if in_place and window is None:
         return _view_as_tensor(pointer_view(ptr), tile_type)
     if in_place and may_view_whole_tile(ptr):
+        edge, edge_shape = window, ptr.shape
+        if _rows_past_window_unread(conv, op.results[0]):
+            # Its consumers never read the rows past the window's: only a short column range needs a copy.
+            conv.rows_read_in_place.add(op.results[0])
+            edge, edge_shape = Window(window.starts[1:], window.sizes[1:]), ptr.shape[1:]
+            if all(start == 0 and size == n for start, size, n in zip(edge.starts, edge.sizes, edge_shape)):
+                return _view_as_tensor(pointer_view(ptr), tile_type)
         # Most program instances see a full window: read those in place, copy only the edge tiles. The
         # edge buffer is allocated once at function entry (on the stack up to STACK_TILE_BYTES): the two
         # branches then yield buffers that nothing owns, which buffer deallocation handles statically.
         alloc = memref.AllocaOp if _tile_bytes(ptr) <= STACK_TILE_BYTES else memref.AllocOp
         with ir.InsertionPoint.at_block_begin(conv_entry_block(ptr.base)):
             buffer = alloc(ir.MemRefType.get(list(ptr.shape), ptr.element_type), [], []).result
-        branch = scf.IfOp(_is_partial(window, ptr.shape), [tile_type], has_else=True)
+        branch = scf.IfOp(_is_partial(edge, edge_shape), [tile_type], has_else=True)
         with ir.InsertionPoint(branch.else_block):
             view = pointer_view(ptr)
             scf.YieldOp([_view_as_tensor(view, tile_type)])
@@ -151,6 +159,18 @@ def _record_zero_padding(conv, result: ir.Value, window, fill: ir.Value) -> None
             or not b.is_positive_zero(fill)):
         return
     conv.zero_padded_rows[result] = im.as_value(window.sizes[0])
+
+
+def _rows_past_window_unread(conv, result: ir.Value) -> bool:
+    """Whether every use of a zero-padded tile is as A of a packed tl.dot that never reads A's rows past
+    the padding's start (smt_dot.reads_a_below_bound): the rows there may then be the matrix's next ones,
+    or past its end, instead of zeros."""
+    if result not in conv.zero_padded_rows:
+        return False
+    uses = list(result.uses)
+    return bool(uses) and all(
+        use.operand_number == 0 and dot.is_packed(conv, use.owner.operation)
+        and smt_dot.reads_a_below_bound(use.owner.operation) for use in uses)
 
 
 def _transpose_lanes(conv) -> int:

@@ -22,11 +22,12 @@ block of B), B's panels are packed once before the loop and every call reads the
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import bufferization, func, memref
+from mlir.dialects import bufferization, func, linalg, memref, tensor
 
 from ..compiler.microkernels import MICROKERNELS
 from ..ir_names import STRIDED_TWIN
 from . import smt_microkernel as mk
+from .smt_panels import zero
 from .smt_calls import lowers
 from .smt_views import pack, packed_source
 from .types import element_type, shape_of
@@ -75,12 +76,14 @@ def convert_dot(conv, op):
     conv.bind(op.results[0], packed_product(conv, op, operands[0], operands[1], c_in, result_type, _microkernel(op)))
 
 
-def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kernel, padding_from=None) -> ir.Value:
+def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kernel, padding_from=None,
+                   unread_rows: bool = False) -> ir.Value:
     """a @ b (+ c_in) through the packed matmul with `kernel`. Operands are (tensor, layout) pairs as
     `operand` gives them; the result is a plain matrix for a 2-D result_type, else packed into its tiles.
     `op` is the TTIR op computing it (its loop decides whether B's panels are packed outside the loop).
     `padding_from`: an index value when A's rows from it on are zero padding (a masked tl.load's): an
-    accumulator updated in place skips the register blocks made only of them (PackedMatmul.row_bound)."""
+    accumulator updated in place never reads them (PackedMatmul.row_bound). `unread_rows`: A's rows from
+    there on are not zeros but whatever follows in memory, which only that accumulator may be given."""
     (a, a_op), (b, b_op) = a, b
     c_in, c_in_op = c_in if c_in is not None else (None, None)
     sum_type = SUM_TYPES[a_op.element]
@@ -88,7 +91,10 @@ def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kerne
     b_arg = panels if panels is not None else _buffer(conv, b, b_op)
     kernel = kernel.for_rows(a_op.rows)
     bound = [padding_from] if padding_from is not None and not a_op.packed else []
-    if c_in is not None and _updates_in_place(op, c_in, c_in_op, result_type):
+    in_place = c_in is not None and _updates_in_place(op, c_in, c_in_op, result_type)
+    if unread_rows and not (in_place and bound):
+        a = _zero_rows_from(a, padding_from)
+    if in_place:
         spec = mk.PackedMatmul(a_op, b_op, c_in_op, None, sum_type, kernel, in_place=True,
                                b_panels=panels is not None, row_bound=bool(bound))
         out = _buffer(conv, c_in, c_in_op, read_only=False, contiguous=spec.direct)
@@ -110,6 +116,27 @@ def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kerne
     product = bufferization.ToTensorOp(ir.RankedTensorType.get(list(out_shape), result_type.element_type), out,
                                        restrict=True, writable=True).result
     return pack(product, shape) if len(shape) == 4 else product
+
+
+def reads_a_below_bound(op) -> bool:
+    """Whether a packed tt.dot (TTIR) will read its A only below a zero-padded tile's row bound: it adds
+    its product into a loop-carried accumulator, so _updates_in_place holds and the bound is passed on.
+    (packed_product zero-fills the rows itself should the two ever disagree.)"""
+    acc = op.operands[2]
+    return (op.name == "tt.dot" and acc.type == op.results[0].type and len(list(acc.uses)) == 1
+            and isinstance(acc.owner, ir.Block))
+
+
+def _zero_rows_from(a: ir.Value, rows: ir.Value) -> ir.Value:
+    """A copy of the matrix `a` whose rows from `rows` on are zero (those of `a` are never read)."""
+    a_type = ir.RankedTensorType(a.type)
+    dynamic, cols = ir.ShapedType.get_dynamic_size(), a_type.shape[1]
+    offsets, sizes, strides = (ir.DenseI64ArrayAttr.get(v) for v in ([0, 0], [dynamic, cols], [1, 1]))
+    part_type = ir.RankedTensorType.get([dynamic, cols], a_type.element_type)
+    part = tensor.ExtractSliceOp(part_type, a, [], [rows], [], offsets, sizes, strides).result
+    empty = tensor.EmptyOp(list(a_type.shape), a_type.element_type).result
+    zeros = linalg.fill(zero(a_type.element_type), outs=[empty])
+    return tensor.InsertSliceOp(part, zeros, [], [rows], [], offsets, sizes, strides).result
 
 
 def _updates_in_place(op, c_in: ir.Value, c_in_op: mk.Operand, result_type) -> bool:

@@ -63,10 +63,10 @@ class PackedMatmul:
     kernel: MicroKernel
     in_place: bool = False        # C_out holds the accumulator and is updated in place
     b_panels: bool = False        # B arrives packed already (BPanels), for every block of steps
-    # In place only: A's rows from a run-time count on (a last argument) are zero padding, as a masked
-    # tl.load fills the rows past a matrix's end, and the register blocks made only of them are skipped:
-    # their products are zero, so C keeps those rows as they are. (Computed, a zero row times a B holding
-    # an infinity or NaN would give NaN there; rows a mask keeps out are rarely read again.)
+    # In place only: A's rows from a run-time count on (a last argument) are padding, as a masked tl.load
+    # fills the rows past a matrix's end with zeros: they are never read, and C keeps those rows as they
+    # are (their products would be zero; computed, a zero row times a B holding an infinity or NaN would
+    # give NaN there). So A's tile may be a view of the matrix that ends inside it (to_linalg/load.py).
     row_bound: bool = False
     # C_out is a view of a larger matrix (a run-time row stride, unit column stride) instead of a buffer of
     # the product alone: the twin a whole tile stored straight into its destination calls
@@ -141,7 +141,7 @@ class _Plan:
     out: ir.Value = None         # C_out as one row of M * N elements, when the last block stores into it
     a_rows: ir.Value = None      # A read in place (not packed): a unit-stride view of it, and its row stride
     lda: ir.Value = None
-    panels_needed: ir.Value = None   # A panels holding rows that are not padding (row_bound), else None
+    row_bound: ir.Value = None   # A's rows from here on are never read (row_bound, at most M), else None
     c_stride: ir.Value = None    # C's row stride when C_out is a view (strided_out), else the padded N
 
     @property
@@ -303,12 +303,10 @@ def _body(spec: PackedMatmul, a, b, c_in, c_out, rows=None) -> None:
         cp = _alloc(mul(mul(panels_n, nr), plan.panels_m * mr), acc, on_stack)     # C, rows padded to panels
     else:
         cp = out
-    needed = None
     assert rows is None or spec.in_place, "rows past the bound are left as they are: C must be the accumulator"
     if rows is not None:
         rows = arith.MinUIOp(rows, im.const(spec.a.rows)).result
-        needed = arith.CeilDivUIOp(rows, im.const(mr)).result
-    plan = _Plan(spec, acc, vtype, vl, nr, panels_n, ap, bp, cp, out, panels_needed=needed, c_stride=c_stride)
+    plan = _Plan(spec, acc, vtype, vl, nr, panels_n, ap, bp, cp, out, row_bound=rows, c_stride=c_stride)
     if not plan.a_in_place:
         _k_blocks(plan, a, b)
     else:
@@ -320,9 +318,8 @@ def _body(spec: PackedMatmul, a, b, c_in, c_out, rows=None) -> None:
         with ir.InsertionPoint(branch.else_block):
             _k_blocks(plan, a, b)
             scf.YieldOp([])
-    computed = None if needed is None else arith.MinUIOp(mul(needed, mr), im.const(spec.a.rows)).result
     if not plan.direct:
-        panels.write_back(spec.c_out, c_out, spec.c_in, c_in, cp, plan.padded_n, acc, spec.in_place, computed)
+        panels.write_back(spec.c_out, c_out, spec.c_in, c_in, cp, plan.padded_n, acc, spec.in_place, rows)
 
 
 def _rows_view(a) -> tuple:
@@ -380,37 +377,93 @@ def _k_block(plan: _Plan, a, b, kb, steps: int, first, last: bool = False) -> No
         b_block = 0
         panels.pack_b(spec.b, b, plan.bp, plan.nr, plan.panels_n, k0, steps, plan.kc,
                       vector_type(plan.kernel, plan.acc, plan.nv), transpose=plan.kernel.transpose_lanes)
+    if plan.row_bound is not None:
+        _bounded_k_block(plan, a, k0, b_block, steps, first, last)
+        return
     if plan.a_rows is None:
         pack_a = panels.pack_a_rows if plan.kernel.a_rows else panels.pack_a_k_major
         pack_a(spec.a, a, plan.ap, plan.mr, k0, steps, plan.kc, plan.acc)
 
     full = plan.panels_m - (plan.last_rows < plan.mr)
-    needed = plan.panels_needed
-    count = full if needed is None else arith.MinUIOp(im.const(full), needed).result
 
     def column_panel(jp, _):
         if full:
-            loop(0, count, 1, lambda ip, _: _tile(plan, ip, jp, k0, b_block, steps, first, last))
-        if full == plan.panels_m:
-            return
-        if needed is None:
+            loop(0, full, 1, lambda ip, _: _tile(plan, ip, jp, k0, b_block, steps, first, last))
+        if full < plan.panels_m:
             _tile(plan, im.const(full), jp, k0, b_block, steps, first, last, plan.last_rows)
-            return
-        branch = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ugt, needed, im.const(full)).result)
-        with ir.InsertionPoint(branch.then_block):
-            _tile(plan, im.const(full), jp, k0, b_block, steps, first, last, plan.last_rows)
-            scf.YieldOp([])
     loop(0, plan.panels_n, 1, column_panel)
+
+
+def _bounded_k_block(plan: _Plan, a, k0, b_block, steps: int, first, last: bool) -> None:
+    """_k_block's A panels for a run-time row bound: the panels wholly below it as usual, then, when the
+    bound falls inside a panel, that panel packed alone with zeros past the bound, computed by a register
+    block that reads and writes only C's rows below it. No row of A from the bound on is read. A bound at
+    M itself, where M ends inside a panel, takes the register block of the last rows, as without a bound."""
+    mr = plan.mr
+    whole = arith.DivUIOp(plan.row_bound, im.const(mr)).result
+    part = arith.SubIOp(plan.row_bound, mul(whole, mr)).result
+    if plan.a_rows is None:
+        pack_a = panels.pack_a_rows if plan.kernel.a_rows else panels.pack_a_k_major
+        pack_a(plan.spec.a, a, plan.ap, mr, k0, steps, plan.kc, plan.acc, whole)
+    has_part = arith.CmpIOp(arith.CmpIPredicate.ne, part, im.const(0)).result
+    at_m = None
+    if plan.last_rows < mr:
+        at_m = arith.CmpIOp(arith.CmpIPredicate.eq, plan.row_bound, im.const(plan.spec.a.rows)).result
+    packed = replace(plan, a_rows=None)
+    last_panel = im.const(plan.panels_m - 1)
+
+    def pack_part(exact: bool):
+        panel, valid = (last_panel, plan.last_rows) if exact else (whole, part)
+        panels.pack_a_panel_rows(plan.spec.a, a, plan.ap, mr, panel, valid, k0, steps, plan.kc, plan.acc,
+                                 plan.kernel.a_rows)
+
+    def tile_part(jp):
+        def emit(exact: bool):
+            if exact:
+                _tile(packed, last_panel, jp, k0, b_block, steps, first, last, plan.last_rows)
+            else:
+                _tile(packed, whole, jp, k0, b_block, steps, first, last, valid=part)
+        return emit
+
+    _if(has_part, lambda: _either(at_m, pack_part))
+
+    def column_panel(jp, _):
+        loop(0, whole, 1, lambda ip, _: _tile(plan, ip, jp, k0, b_block, steps, first, last))
+        _if(has_part, lambda: _either(at_m, tile_part(jp)))
+    loop(0, plan.panels_n, 1, column_panel)
+
+
+def _if(condition: ir.Value, then) -> None:
+    branch = scf.IfOp(condition)
+    with ir.InsertionPoint(branch.then_block):
+        then()
+        scf.YieldOp([])
+
+
+def _either(condition, emit) -> None:
+    """emit(True) where `condition` holds, else emit(False) (only that when there is no condition)."""
+    if condition is None:
+        emit(False)
+        return
+    branch = scf.IfOp(condition, has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        emit(True)
+        scf.YieldOp([])
+    with ir.InsertionPoint(branch.else_block):
+        emit(False)
+        scf.YieldOp([])
 
 
 # ---------------------------------------------------------------------------------------- the kernel
 
-def _tile(plan: _Plan, ip, jp, k0, b_block, steps: int, first, last: bool = False, rows: int = 0) -> None:
+def _tile(plan: _Plan, ip, jp, k0, b_block, steps: int, first, last: bool = False, rows: int = 0,
+          valid=None) -> None:
     """One MR x NR block of C (`rows` x NR for the last rows) for one block of reduction steps, held in
-    MR x NV vector registers."""
+    MR x NV vector registers. `valid`: a run-time count of the block's rows that C_out has (the others are
+    computed from zero rows of A and neither loaded from nor stored to C_out)."""
     kc, rows = plan.kc, rows or plan.mr
     c_at = (mul(ip, plan.mr), mul(jp, plan.nr))                    # the block's first row and column
-    accs = _initial(plan, c_at, first, rows)
+    accs = _initial(plan, c_at, first, rows, valid if plan.cp is plan.out else None)
     if plan.a_rows is not None:
         a_base, a_step, a_row = add(mul(mul(ip, plan.mr), plan.lda), k0), 1, plan.lda
     elif plan.kernel.a_rows:
@@ -436,8 +489,16 @@ def _tile(plan: _Plan, ip, jp, k0, b_block, steps: int, first, last: bool = Fals
     into, elem = plan.cp, plan.acc
     if last and plan.out is not None:
         into, elem = plan.out, plan.out_type
-    for i, value in enumerate(accs):
-        vector.StoreOp(panels.convert(value, elem), into, [_c_index(plan, c_at, i)])
+    if valid is None or into is not plan.out:
+        for i, value in enumerate(accs):
+            vector.StoreOp(panels.convert(value, elem), into, [_c_index(plan, c_at, i)])
+        return
+    for r in range(rows):
+        branch = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, im.const(r), valid).result)
+        with ir.InsertionPoint(branch.then_block):
+            for i in range(r * plan.nv, (r + 1) * plan.nv):
+                vector.StoreOp(panels.convert(accs[i], elem), into, [_c_index(plan, c_at, i)])
+            scf.YieldOp([])
 
 
 def _c_index(plan: _Plan, c_at, i: int) -> ir.Value:
@@ -448,9 +509,9 @@ def _c_index(plan: _Plan, c_at, i: int) -> ir.Value:
     return add(mul(add(row, r), stride), col, mul(v, plan.vl))
 
 
-def _initial(plan: _Plan, c_at, first, rows: int) -> list:
+def _initial(plan: _Plan, c_at, first, rows: int, valid=None) -> list:
     """The accumulators: zero in the first block of reduction steps, else the C panel so far (C_out
-    itself, always, when it is the accumulator)."""
+    itself, always, when it is the accumulator). `valid`: C_out's rows below it only are loaded."""
     count = rows * plan.nv
     if plan.spec.in_place and plan.direct:
         first = False
@@ -458,6 +519,8 @@ def _initial(plan: _Plan, c_at, first, rows: int) -> list:
         return [vector.BroadcastOp(plan.vtype, panels.zero(plan.acc)).result] * count
 
     def loaded():
+        if valid is not None:
+            return [v for r in range(rows) for v in _row_if_valid(plan, c_at, r, valid)]
         return [vector.LoadOp(plan.vtype, plan.cp, [_c_index(plan, c_at, i)]).result for i in range(count)]
     if first is False:
         return loaded()
@@ -466,6 +529,18 @@ def _initial(plan: _Plan, c_at, first, rows: int) -> list:
         scf.YieldOp([vector.BroadcastOp(plan.vtype, panels.zero(plan.acc)).result] * count)
     with ir.InsertionPoint(branch.else_block):
         scf.YieldOp(loaded())
+    return list(branch.results)
+
+
+def _row_if_valid(plan: _Plan, c_at, r: int, valid) -> list:
+    """Accumulator row r of the block at c_at loaded from C, or zero when C has no such row."""
+    branch = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, im.const(r), valid).result, [plan.vtype] * plan.nv,
+                      has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        scf.YieldOp([vector.LoadOp(plan.vtype, plan.cp, [_c_index(plan, c_at, i)]).result
+                     for i in range(r * plan.nv, (r + 1) * plan.nv)])
+    with ir.InsertionPoint(branch.else_block):
+        scf.YieldOp([vector.BroadcastOp(plan.vtype, panels.zero(plan.acc)).result] * plan.nv)
     return list(branch.results)
 
 

@@ -344,29 +344,46 @@ def _view(source, offset, sizes: list, strides: list, elem: ir.Type) -> ir.Value
 
 # ----------------------------------------------------------------------------------------- A panels
 
-def pack_a_k_major(a_op: Operand, a, ap, mr: int, k0, steps: int, kc: int, acc: ir.Type) -> None:
+def pack_a_k_major(a_op: Operand, a, ap, mr: int, k0, steps: int, kc: int, acc: ir.Type, whole=None) -> None:
     """Ap[(ip * KC + t) * MR + r] = A[ip * MR + r, k0 + t] for t < steps, zero past M. The MR rows are
-    copied together, one column at a time: an interleaved store (RVV: a segment store)."""
-    length = min(a_op.run, steps) if a_op.packed else steps
-
+    copied together, one column at a time: an interleaved store (RVV: a segment store). `whole`: only that
+    many whole panels (a run-time count) are packed."""
     def panel(ip, rows: int) -> None:
-        def piece(t0, _):
-            runs = [run_of(a, a_op.at(add(mul(ip, mr), r), add(k0, t0)), im.const(length)) for r in range(rows)]
-
-            def copy(fast: bool):
-                def column(t, _):
-                    base = add(mul(add(mul(ip, kc), t0, t), mr))
-                    for r in range(mr):
-                        value = convert(runs[r].load(t, fast), acc) if r < rows else zero(acc)
-                        memref.StoreOp(value, ap, [add(base, r)])
-                loop(0, length, 1, column)
-            versioned(runs[:1], copy)
-        loop(0, steps, length, piece)
+        _k_major_panel(a_op, a, ap, mr, ip, rows, k0, steps, kc, acc)
+    if whole is not None:
+        loop(0, whole, 1, lambda ip, _: panel(ip, mr))
+        return
     _each_panel(a_op.rows, mr, panel)
 
 
-def pack_a_rows(a_op: Operand, a, ap, mr: int, k0, steps: int, kc: int, acc: ir.Type) -> None:
-    """Ap[(ip * MR + r) * KC + t] = A[ip * MR + r, k0 + t] for t < steps, zero past M."""
+def _k_major_panel(a_op: Operand, a, ap, mr: int, ip, rows: int, k0, steps: int, kc: int, acc: ir.Type,
+                   valid=None) -> None:
+    """Panel ip of pack_a_k_major from its first `rows` rows (`valid` of them at run time, when given: the
+    others are read from the last valid row, which is in bounds, and stored as zeros)."""
+    length = min(a_op.run, steps) if a_op.packed else steps
+    row_of = (lambda r: r) if valid is None else (
+        lambda r: arith.MinUIOp(im.const(r), arith.SubIOp(valid, im.const(1)).result).result)
+
+    def piece(t0, _):
+        runs = [run_of(a, a_op.at(add(mul(ip, mr), row_of(r)), add(k0, t0)), im.const(length)) for r in range(rows)]
+
+        def copy(fast: bool):
+            def column(t, _):
+                base = add(mul(add(mul(ip, kc), t0, t), mr))
+                for r in range(mr):
+                    value = convert(runs[r].load(t, fast), acc) if r < rows else zero(acc)
+                    if valid is not None and r < rows:
+                        kept = arith.CmpIOp(arith.CmpIPredicate.ult, im.const(r), valid).result
+                        value = arith.SelectOp(kept, value, zero(acc)).result
+                    memref.StoreOp(value, ap, [add(base, r)])
+            loop(0, length, 1, column)
+        versioned(runs[:1], copy)
+    loop(0, steps, length, piece)
+
+
+def pack_a_rows(a_op: Operand, a, ap, mr: int, k0, steps: int, kc: int, acc: ir.Type, whole=None) -> None:
+    """Ap[(ip * MR + r) * KC + t] = A[ip * MR + r, k0 + t] for t < steps, zero past M. `whole`: only that many
+    whole panels (a run-time count) are packed."""
     m = a_op.rows
     run = min(a_op.run, steps) if a_op.packed else steps
 
@@ -374,10 +391,44 @@ def pack_a_rows(a_op: Operand, a, ap, mr: int, k0, steps: int, kc: int, acc: ir.
         def piece(t0, _):
             copy_run(a, a_op.at(i, add(k0, t0)), ap, add(mul(i, kc), t0), im.const(run), acc)
         loop(0, steps, run, piece)
+    if whole is not None:
+        loop(0, mul(whole, mr), 1, row)
+        return
     loop(0, m, 1, row)
     padded_rows = -(-m // mr) * mr
     if padded_rows > m:
         loop(m, padded_rows, 1, lambda i, _: fill(ap, mul(i, kc), 1, im.const(steps), zero(acc)))
+
+
+def pack_a_panel_rows(a_op: Operand, a, ap, mr: int, ip, valid, k0, steps: int, kc: int, acc: ir.Type,
+                      rows_layout: bool) -> None:
+    """Panel ip packed from its first `valid` rows (below MR; an int, or a run-time count), zeros in the
+    others, whose rows of A are not read: in pack_a_rows's layout when rows_layout, else in
+    pack_a_k_major's."""
+    if not rows_layout:
+        if isinstance(valid, int):
+            _k_major_panel(a_op, a, ap, mr, ip, valid, k0, steps, kc, acc)
+        else:
+            _k_major_panel(a_op, a, ap, mr, ip, min(mr, a_op.rows), k0, steps, kc, acc, valid)
+        return
+    for r in range(mr):
+        start = add(mul(add(mul(ip, mr), r), kc))
+
+        def copy():
+            copy_run(a, a_op.at(add(mul(ip, mr), r), k0), ap, start, im.const(steps), acc)
+
+        def zeros():
+            fill(ap, start, 1, im.const(steps), zero(acc))
+        if isinstance(valid, int):
+            (copy if r < valid else zeros)()
+            continue
+        branch = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, im.const(r), valid).result, has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            copy()
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):
+            zeros()
+            scf.YieldOp([])
 
 
 def _each_panel(m: int, mr: int, panel: Callable) -> None:

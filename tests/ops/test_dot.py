@@ -1,3 +1,6 @@
+import ctypes
+import mmap
+
 import pytest
 import torch
 import triton
@@ -209,6 +212,54 @@ def test_rows_of_zero_padding_leave_the_accumulator_as_it_was(target, m):
     expected = d.clone()
     expected[:m] += a[:m] @ b
     torch.testing.assert_close(c, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m", [1, 5, 7, 9, 13, 40, 63])
+@pytest.mark.parametrize("k", [64, 1024])
+def test_rows_past_the_mask_are_never_read(target, m, k):
+    """A's tile is read in place although the mask ends inside it (to_linalg/load.py): the packed matmul
+    must read none of the rows past the mask, here NaN, and leave those accumulator rows as they were.
+    The bound falls inside a register block for most m (6 rows on RVV, 8 on AVX-512); A's rows 4 KiB
+    apart (k = 1024) are packed on x86 rather than read in place."""
+    rows = torch.randn(64, k)
+    rows[m:] = float("nan")
+    a = rows[:m]
+    b = torch.randn(k, 32)
+    d = torch.full((64, 32), 1.5)
+    c = torch.empty(64, 32)
+    accumulating_kernel[(1,)](a, b, d, c, m, k, BM=64, BN=32, BK=32)
+    expected = d.clone()
+    expected[:m] += a @ b
+    torch.testing.assert_close(c, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m,k", [(5, 64), (13, 64), (40, 64), (9, 1024)])
+def test_rows_past_the_mask_may_be_unmapped(m, k):
+    """A ends where an inaccessible page begins: reading any row past the mask faults. On the host, where
+    the kernel reads the argument's own memory (under QEMU it reads a copy of the ranges it may touch)."""
+    from spine.driver import CPUDriver
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    page = mmap.PAGESIZE
+    size = m * k * 4
+    pages = -(-size // page)
+    region = mmap.mmap(-1, (pages + 1) * page)
+    start = ctypes.c_char.from_buffer(region)
+    address = ctypes.addressof(start)
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.mprotect(ctypes.c_void_p(address + pages * page), page, 0) == 0   # PROT_NONE
+    try:
+        memory = torch.frombuffer(region, dtype=torch.float32, count=pages * page // 4)
+        a = memory[(pages * page - size) // 4:].view(m, k)
+        a.copy_(torch.randn(m, k))
+        b, d, c = torch.randn(k, 32), torch.full((64, 32), 1.5), torch.empty(64, 32)
+        accumulating_kernel[(1,)](a, b, d, c, m, k, BM=64, BN=32, BK=32)
+        expected = d.clone()
+        expected[:m] += a @ b
+        torch.testing.assert_close(c, expected, rtol=1e-4, atol=1e-4)
+        del memory, a
+    finally:
+        libc.mprotect(ctypes.c_void_p(address + pages * page), page, mmap.PROT_READ | mmap.PROT_WRITE)
+        del start
 
 
 def test_accumulator_loaded_from_a_read_only_argument_is_updated_in_a_copy(target):

@@ -320,3 +320,64 @@ def test_a_packed_dot_onto_positive_zero_reads_no_accumulator(tmp_path, acc, arg
     text = converted(with_microkernel(DOT, "avx2").replace("dense<0.0>", f"dense<{acc}>"), tmp_path)
     call = next(line for line in text.splitlines() if "call @spine_smt_matmul_avx2_" in line)
     assert call.split(":")[0].count("%") == arguments, call
+
+
+# acc = dot(x, y, acc) four times in a loop: x a 32 x 32 tile of %p whose rows from %m on are masked off
+# (zero filled), y a whole tile of %q; both arguments read-only.
+PADDED_A_DOT = """
+module attributes {"spine.microkernel" = "avx512"} {
+  tt.func public @k(%p: !tt.ptr<f32>, %q: !tt.ptr<f32>, %c: !tt.ptr<f32>, %m: i32) {
+""" + POINTERS_32X32 + """    %mr = tt.splat %m : i32 -> tensor<32x1xi32>
+    %rmask = arith.cmpi slt, %row, %mr : tensor<32x1xi32>
+    %mask = tt.broadcast %rmask : tensor<32x1xi1> -> tensor<32x32xi1>
+    %zero = arith.constant dense<0.0> : tensor<32x32xf32>
+    %qs = tt.splat %q : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
+    %qptrs = tt.addptr %qs, %offs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
+    %c0 = arith.constant 0 : i32
+    %c1 = arith.constant 1 : i32
+    %c4 = arith.constant 4 : i32
+    %acc = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc0 = %zero) -> (tensor<32x32xf32>) : i32 {
+      %x = tt.load %ptrs, %mask, %zero : tensor<32x32x!tt.ptr<f32>>
+      %y = tt.load %qptrs : tensor<32x32x!tt.ptr<f32>>
+      %d = tt.dot %x, %y, %acc0 : tensor<32x32xf32> * tensor<32x32xf32> -> tensor<32x32xf32>
+      scf.yield %d : tensor<32x32xf32>
+    }
+    %t = tt.splat %c : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
+    %out = tt.addptr %t, %offs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
+    tt.store %out, %acc : tensor<32x32x!tt.ptr<f32>>
+    tt.return
+  }
+}
+"""
+
+
+def _padded_a_loop(tmp_path) -> str:
+    """The loop of PADDED_A_DOT's kernel, converted with loads of read-only arguments in place."""
+    from spine.compiler.export import export_generic
+    from spine.to_linalg import convert_ttir
+    from tests.to_linalg.test_branches_ttir import parse_ttir, without_locations
+    kernel = convert_ttir(export_generic(parse_ttir(PADDED_A_DOT, tmp_path)), direct_loads=True)
+    assert kernel.direct_load_args == (0, 1)
+    text = without_locations(kernel.text)
+    return text[text.index("scf.for", text.index("func.func @k")):]
+
+
+def test_rows_a_packed_dot_never_reads_are_not_copied(tmp_path):
+    """Masked by rows alone, A's tile is read in place even where the mask ends inside it: the packed
+    matmul reads A only below the bound it gets (smt_microkernel.py)."""
+    loop = _padded_a_loop(tmp_path)
+    assert "linalg.fill" not in loop and "linalg.copy" not in loop.split("call @spine_smt_matmul")[0]
+    call = next(line for line in loop.splitlines() if "call @spine_smt_matmul_avx512_" in line)
+    assert call.rstrip().endswith("index) -> ()"), call
+
+
+def test_rows_past_the_bound_are_zeroed_for_a_dot_not_given_it(tmp_path, monkeypatch):
+    """Should the packed matmul not take the bound after all, it gets a copy with those rows zero."""
+    from spine.to_linalg import smt_dot
+    monkeypatch.setattr(smt_dot, "_updates_in_place", lambda *args: False)
+    filecheck(_padded_a_loop(tmp_path), """
+CHECK-DAG: tensor.extract_slice {{.*}} to tensor<?x32xf32>
+CHECK-DAG: linalg.fill
+CHECK: tensor.insert_slice
+CHECK: call @spine_smt_matmul_avx512_
+""")
