@@ -58,7 +58,7 @@ def linear(m: int, n: int, k: int):
 
     def spine():
         matmul_kernel[grid](x, w, bias, out, m, n, k, 1, 0, 0, x.stride(0), x.stride(1), 0, 0, w.stride(0),
-                            w.stride(1), HAS_BIAS=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
+                            w.stride(1), 0, 0, out.stride(0), HAS_BIAS=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
     spine()
     torch.testing.assert_close(out, torch.addmm(bias, x, w), rtol=1e-4, atol=1e-4)
     return (f"linear layer x @ W^T + b, {m} x {k} @ {k} x {n}, {bm} x {bn} x {bk} blocks", spine,

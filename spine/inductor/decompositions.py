@@ -55,7 +55,11 @@ def attention(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=No
         scores = (scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool
                   else scores + attn_mask)
     logsumexp = torch.logsumexp(scores, dim=-1)
-    output = matmul(torch.softmax(scores, dim=-1).to(value.dtype), value)
+    # (batch, heads, rows, columns) laid out (batch, rows, heads, columns), as ATen's kernel returns it:
+    # models merge the heads back with transpose(1, 2).reshape, a view of that layout, not a copy
+    batch, heads, rows = query.shape[:3]
+    out = torch.empty(batch, rows, heads, value.size(-1), dtype=value.dtype, device=value.device).transpose(1, 2)
+    output = matmul(torch.softmax(scores, dim=-1).to(value.dtype), value, out=out)
     return output, logsumexp
 
 

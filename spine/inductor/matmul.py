@@ -6,8 +6,9 @@ Triton kernel through torch.library.wrap_triton, so Inductor sees a user-defined
 and compiles it with Spine like the kernels it generates itself.
 
 The kernel multiplies a (B1, B2, M, K) by a (B1, B2, K, N) operand, given by arbitrary strides (a batch
-dimension of size 1 has stride 0), into a contiguous (B1, B2, M, N) result, optionally adding a bias
-row: two batch dimensions take attention's (batch, head) views as they are, without copies."""
+dimension of size 1 has stride 0), into a (B1, B2, M, N) result whose rows have unit stride, optionally
+adding a bias row: two batch dimensions take attention's (batch, head) views as they are, without copies,
+and its result may be laid out (batch, row, head, column), as models read it back."""
 import torch
 import triton
 import triton.language as tl
@@ -19,6 +20,7 @@ from torch._higher_order_ops.triton_kernel_wrap import (TraceableTritonKernelWra
 def matmul_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, B2,
                   stride_a1, stride_a2, stride_am, stride_ak,
                   stride_b1, stride_b2, stride_bk, stride_bn,
+                  stride_c1, stride_c2, stride_cm,
                   HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -39,7 +41,7 @@ def matmul_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, B2,
         b += BLOCK_K * stride_bk
     if HAS_BIAS:
         acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0)[None, :].to(tl.float32)
-    c = c_ptr + batch * M * N + rm[:, None] * N + rn[None, :]
+    c = c_ptr + b1 * stride_c1 + b2 * stride_c2 + rm[:, None] * stride_cm + rn[None, :]
     tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
@@ -92,18 +94,23 @@ def _block_sizes(m, n, k):
     return rows, wide(n), wide(k)
 
 
-def matmul(a, b, bias=None):
-    """a (..., M, K) @ b (..., K, N) [+ bias (N,)], with at most two batch dimensions of equal sizes."""
+def matmul(a, b, bias=None, out=None):
+    """a (..., M, K) @ b (..., K, N) [+ bias (N,)], with at most two batch dimensions of equal sizes; into
+    `out` when given (a fresh tensor of the result's shape, any strides but unit ones along N), else into
+    a contiguous result."""
     (b1, b2), (sa1, sa2) = _batch_strides(a)
     _, (sb1, sb2) = _batch_strides(b)
     m, k = a.shape[-2:]
     n = b.shape[-1]
-    out = torch.empty((*a.shape[:-2], m, n), dtype=a.dtype, device=a.device)
+    if out is None:
+        out = torch.empty((*a.shape[:-2], m, n), dtype=a.dtype, device=a.device)
+    _, (sc1, sc2) = _batch_strides(out)
     block_m, block_n, block_k = _block_sizes(m, n, k)
     grid = (triton.cdiv(m, block_m), triton.cdiv(n, block_n), b1 * b2)
     out, = launch(matmul_kernel, grid, ["c_ptr"],
                   a_ptr=a, b_ptr=b, bias_ptr=bias if bias is not None else a, c_ptr=out, M=m, N=n, K=k, B2=b2,
                   stride_a1=sa1, stride_a2=sa2, stride_am=a.stride(-2), stride_ak=a.stride(-1),
                   stride_b1=sb1, stride_b2=sb2, stride_bk=b.stride(-2), stride_bn=b.stride(-1),
+                  stride_c1=sc1, stride_c2=sc2, stride_cm=out.stride(-2),
                   HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
     return out

@@ -65,3 +65,20 @@ def test_audit_sees_fallbacks():
     audit = audit_source(source)
     assert audit.kernels == ["triton_poi_fused_add_0"]
     assert audit.fallbacks == ["extern_kernels.mm", "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default"]
+
+
+def merged_heads(q, k, v):
+    batch, heads, rows, width = q.shape
+    return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(batch, rows, heads * width)
+
+
+def test_attention_heads_merge_without_a_copy(target):
+    """Attention's result is laid out (batch, rows, heads, columns), as ATen's kernel lays it out: merging
+    the heads back, as models do, is a view of it, not a transposing copy kernel."""
+    spine.inductor.enable(target)
+    q, k, v = (torch.randn(2, 7, 3, 8).transpose(1, 2) for _ in range(3))
+    got, audit = compile_and_audit(merged_heads, q, k, v)
+    assert audit.fallbacks == []
+    others = [name for name in audit.kernels if not name.startswith("matmul_kernel")]
+    assert len(others) == 1 and "attention" in others[0], audit.kernels
+    torch.testing.assert_close(got, merged_heads(q, k, v), rtol=1e-4, atol=1e-4)
