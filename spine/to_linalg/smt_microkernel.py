@@ -444,14 +444,8 @@ def _either(condition, emit) -> None:
     """emit(True) where `condition` holds, else emit(False) (only that when there is no condition)."""
     if condition is None:
         emit(False)
-        return
-    branch = scf.IfOp(condition, has_else=True)
-    with ir.InsertionPoint(branch.then_block):
-        emit(True)
-        scf.YieldOp([])
-    with ir.InsertionPoint(branch.else_block):
-        emit(False)
-        scf.YieldOp([])
+    else:
+        panels.branches(condition, emit)
 
 
 # ---------------------------------------------------------------------------------------- the kernel

@@ -202,6 +202,11 @@ def versioned(runs, body: Callable[[bool], None]) -> None:
     condition = units[0]
     for unit in units[1:]:
         condition = arith.AndIOp(condition, unit).result
+    branches(condition, body)
+
+
+def branches(condition: ir.Value, body: Callable[[bool], None]) -> None:
+    """body(True) where the i1 `condition` holds, body(False) elsewhere."""
     branch = scf.IfOp(condition, has_else=True)
     with ir.InsertionPoint(branch.then_block):
         body(True)
@@ -268,13 +273,7 @@ def pack_b(b_op: Operand, b, bp, nr: ir.Value, panels_n: ir.Value, k0, steps: in
         if fast is None:
             vector_copy()
             return
-        branch = scf.IfOp(fast, has_else=True)
-        with ir.InsertionPoint(branch.then_block):
-            vector_copy()
-            scf.YieldOp([])
-        with ir.InsertionPoint(branch.else_block):
-            run_copy()
-            scf.YieldOp([])
+        branches(fast, lambda vectors: vector_copy() if vectors else run_copy())
 
     def row(t, whole_panels: bool):
         if whole_panels:
@@ -422,13 +421,8 @@ def pack_a_panel_rows(a_op: Operand, a, ap, mr: int, ip, valid, k0, steps: int, 
         if isinstance(valid, int):
             (copy if r < valid else zeros)()
             continue
-        branch = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, im.const(r), valid).result, has_else=True)
-        with ir.InsertionPoint(branch.then_block):
-            copy()
-            scf.YieldOp([])
-        with ir.InsertionPoint(branch.else_block):
-            zeros()
-            scf.YieldOp([])
+        branches(arith.CmpIOp(arith.CmpIPredicate.ult, im.const(r), valid).result,
+                 lambda kept: copy() if kept else zeros())
 
 
 def _each_panel(m: int, mr: int, panel: Callable) -> None:

@@ -278,22 +278,25 @@ def test_a_generic_dot_copies_its_operand_tiles(tmp_path):
     assert "} else {" not in kernel.split("linalg.generic")[0]
 
 
-# acc = dot(x, x, acc) four times in a loop, x a 32 x 32 tile whose rows from %m on are masked off and
-# filled with FILL.
+# acc = dot(x, B, acc) four times in a loop, x a 32 x 32 tile of %p whose rows from %m on are masked off
+# and filled with FILL, B either x itself or %y, a whole tile of %q.
 PADDED_ROWS_DOT = """
 module attributes {"spine.microkernel" = "avx512"} {
-  tt.func public @k(%p: !tt.ptr<f32>, %c: !tt.ptr<f32>, %m: i32) {
+  tt.func public @k(%p: !tt.ptr<f32>, %q: !tt.ptr<f32>, %c: !tt.ptr<f32>, %m: i32) {
 """ + POINTERS_32X32 + """    %mr = tt.splat %m : i32 -> tensor<32x1xi32>
     %rmask = arith.cmpi slt, %row, %mr : tensor<32x1xi32>
     %mask = tt.broadcast %rmask : tensor<32x1xi1> -> tensor<32x32xi1>
     %zero = arith.constant dense<0.0> : tensor<32x32xf32>
     %fill = arith.constant dense<FILL> : tensor<32x32xf32>
+    %qs = tt.splat %q : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
+    %qptrs = tt.addptr %qs, %offs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
     %c0 = arith.constant 0 : i32
     %c1 = arith.constant 1 : i32
     %c4 = arith.constant 4 : i32
     %acc = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc0 = %zero) -> (tensor<32x32xf32>) : i32 {
       %x = tt.load %ptrs, %mask, %fill : tensor<32x32x!tt.ptr<f32>>
-      %d = tt.dot %x, %x, %acc0 : tensor<32x32xf32> * tensor<32x32xf32> -> tensor<32x32xf32>
+      %y = tt.load %qptrs : tensor<32x32x!tt.ptr<f32>>
+      %d = tt.dot %x, B_TILE, %acc0 : tensor<32x32xf32> * tensor<32x32xf32> -> tensor<32x32xf32>
       scf.yield %d : tensor<32x32xf32>
     }
     %t = tt.splat %c : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
@@ -309,7 +312,7 @@ module attributes {"spine.microkernel" = "avx512"} {
 def test_a_packed_dot_skips_rows_of_zero_padding(tmp_path, fill, bounded):
     """The rows a mask fills with +0.0 add nothing to an accumulator updated in place: the packed matmul
     gets the count of the others and skips the register blocks past it."""
-    text = converted(PADDED_ROWS_DOT.replace("FILL", fill), tmp_path)
+    text = converted(PADDED_ROWS_DOT.replace("FILL", fill).replace("B_TILE", "%x"), tmp_path)
     call = next(line for line in text.splitlines() if "call @spine_smt_matmul_avx512_" in line)
     assert call.rstrip().endswith("index) -> ()") == bounded, call
 
@@ -322,41 +325,14 @@ def test_a_packed_dot_onto_positive_zero_reads_no_accumulator(tmp_path, acc, arg
     assert call.split(":")[0].count("%") == arguments, call
 
 
-# acc = dot(x, y, acc) four times in a loop: x a 32 x 32 tile of %p whose rows from %m on are masked off
-# (zero filled), y a whole tile of %q; both arguments read-only.
-PADDED_A_DOT = """
-module attributes {"spine.microkernel" = "avx512"} {
-  tt.func public @k(%p: !tt.ptr<f32>, %q: !tt.ptr<f32>, %c: !tt.ptr<f32>, %m: i32) {
-""" + POINTERS_32X32 + """    %mr = tt.splat %m : i32 -> tensor<32x1xi32>
-    %rmask = arith.cmpi slt, %row, %mr : tensor<32x1xi32>
-    %mask = tt.broadcast %rmask : tensor<32x1xi1> -> tensor<32x32xi1>
-    %zero = arith.constant dense<0.0> : tensor<32x32xf32>
-    %qs = tt.splat %q : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
-    %qptrs = tt.addptr %qs, %offs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
-    %c0 = arith.constant 0 : i32
-    %c1 = arith.constant 1 : i32
-    %c4 = arith.constant 4 : i32
-    %acc = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc0 = %zero) -> (tensor<32x32xf32>) : i32 {
-      %x = tt.load %ptrs, %mask, %zero : tensor<32x32x!tt.ptr<f32>>
-      %y = tt.load %qptrs : tensor<32x32x!tt.ptr<f32>>
-      %d = tt.dot %x, %y, %acc0 : tensor<32x32xf32> * tensor<32x32xf32> -> tensor<32x32xf32>
-      scf.yield %d : tensor<32x32xf32>
-    }
-    %t = tt.splat %c : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
-    %out = tt.addptr %t, %offs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
-    tt.store %out, %acc : tensor<32x32x!tt.ptr<f32>>
-    tt.return
-  }
-}
-"""
-
-
 def _padded_a_loop(tmp_path) -> str:
-    """The loop of PADDED_A_DOT's kernel, converted with loads of read-only arguments in place."""
+    """The loop of PADDED_ROWS_DOT's kernel times %q's tile, zero filled, converted with loads of read-only
+    arguments in place."""
     from spine.compiler.export import export_generic
     from spine.to_linalg import convert_ttir
     from tests.to_linalg.test_branches_ttir import parse_ttir, without_locations
-    kernel = convert_ttir(export_generic(parse_ttir(PADDED_A_DOT, tmp_path)), direct_loads=True)
+    text = PADDED_ROWS_DOT.replace("FILL", "0.0").replace("B_TILE", "%y")
+    kernel = convert_ttir(export_generic(parse_ttir(text, tmp_path)), direct_loads=True)
     assert kernel.direct_load_args == (0, 1)
     text = without_locations(kernel.text)
     return text[text.index("scf.for", text.index("func.func @k")):]
