@@ -27,7 +27,9 @@ registers on x86 (smt_panels.pack_b). Two copies are skipped where the layout al
 A of the sums' type is read in place, its rows at their own stride, when its columns have unit stride
 (checked at run time; the packed path stays for the others); and when the B panels tile the columns of a
 row-major C_out exactly, the accumulators are stored into C_out itself (in the last block of steps, or in
-every block when C_out has the sums' type), without C panels and their write-back.
+every block when C_out has the sums' type), without C panels and their write-back. Given a run-time row
+bound (the rows a masked tl.load keeps), no row of A past it is read and no row of C past it is touched:
+the A panel the bound cuts is packed alone, zeros past the bound (_bounded_k_block).
 """
 from __future__ import annotations
 
