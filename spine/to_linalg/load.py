@@ -134,7 +134,7 @@ def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_pl
             # Its consumers never read the rows past the window's: only a short column range needs a copy.
             conv.rows_read_in_place.add(op.results[0])
             edge, edge_shape = Window(window.starts[1:], window.sizes[1:]), ptr.shape[1:]
-            if all(start == 0 and size == n for start, size, n in zip(edge.starts, edge.sizes, edge_shape)):
+            if all(_spans(start, size, n) for start, size, n in zip(edge.starts, edge.sizes, edge_shape)):
                 return _view_as_tensor(pointer_view(ptr), tile_type)
         # Most program instances see a full window: read those in place, copy only the edge tiles. The
         # edge buffer is allocated once at function entry (on the stack up to STACK_TILE_BYTES): the two
@@ -236,13 +236,19 @@ def _copy_window(ptr: st.PointerState, window, fill: ir.Value, buffer: ir.Value)
     copy_tile(pointer_view(ptr, window), b.memref_window(buffer, window.starts, window.sizes), ptr.strides)
 
 
+def _spans(start, size, n: int) -> bool:
+    """Whether a window's start and size along a dimension of n are known to cover all of it."""
+    return isinstance(start, int) and isinstance(size, int) and start == 0 and size == n
+
+
 def _is_partial(window: Window, shape):
-    """An i1 that is true when the window leaves out part of the tile (None when it never does)."""
+    """An i1 that is true when the window leaves out part of the tile (a constant false when it never
+    does)."""
     partial = None
     for start, size, n in zip(window.starts, window.sizes, shape):
+        if _spans(start, size, n):
+            continue
         if isinstance(start, int) and isinstance(size, int):
-            if start == 0 and size == n:
-                continue
             return arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result
         short = arith.CmpIOp(arith.CmpIPredicate.ne, im.as_value(size), im.const(n)).result
         partial = short if partial is None else arith.OrIOp(partial, short).result

@@ -490,7 +490,7 @@ def _tile(plan: _Plan, ip, jp, k0, b_block, steps: int, first, last: bool = Fals
             vector.StoreOp(panels.convert(value, elem), into, [_c_index(plan, c_at, i)])
         return
     for r in range(rows):
-        branch = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, im.const(r), valid).result)
+        branch = scf.IfOp(panels.below(r, valid))
         with ir.InsertionPoint(branch.then_block):
             for i in range(r * plan.nv, (r + 1) * plan.nv):
                 vector.StoreOp(panels.convert(accs[i], elem), into, [_c_index(plan, c_at, i)])
@@ -530,8 +530,7 @@ def _initial(plan: _Plan, c_at, first, rows: int, valid=None) -> list:
 
 def _row_if_valid(plan: _Plan, c_at, r: int, valid) -> list:
     """Accumulator row r of the block at c_at loaded from C, or zero when C has no such row."""
-    branch = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, im.const(r), valid).result, [plan.vtype] * plan.nv,
-                      has_else=True)
+    branch = scf.IfOp(panels.below(r, valid), [plan.vtype] * plan.nv, has_else=True)
     with ir.InsertionPoint(branch.then_block):
         scf.YieldOp([vector.LoadOp(plan.vtype, plan.cp, [_c_index(plan, c_at, i)]).result
                      for i in range(r * plan.nv, (r + 1) * plan.nv)])

@@ -147,6 +147,11 @@ def column_chunk(operands, nr: ir.Value) -> ir.Value:
     return chunk
 
 
+def below(r: int, count: ir.Value) -> ir.Value:
+    """i1: row r of a panel is among its first `count` (a run-time count of the rows it has)."""
+    return arith.CmpIOp(arith.CmpIPredicate.ult, im.const(r), count).result
+
+
 def fill(dst, start, step: int, count, value: ir.Value) -> None:
     """dst[start + t * step] = value for t < count."""
     def one(t, _):
@@ -362,6 +367,7 @@ def _k_major_panel(a_op: Operand, a, ap, mr: int, ip, rows: int, k0, steps: int,
     length = min(a_op.run, steps) if a_op.packed else steps
     row_of = (lambda r: r) if valid is None else (
         lambda r: arith.MinUIOp(im.const(r), arith.SubIOp(valid, im.const(1)).result).result)
+    kept = [None if valid is None else below(r, valid) for r in range(rows)]
 
     def piece(t0, _):
         runs = [run_of(a, a_op.at(add(mul(ip, mr), row_of(r)), add(k0, t0)), im.const(length)) for r in range(rows)]
@@ -371,9 +377,8 @@ def _k_major_panel(a_op: Operand, a, ap, mr: int, ip, rows: int, k0, steps: int,
                 base = add(mul(add(mul(ip, kc), t0, t), mr))
                 for r in range(mr):
                     value = convert(runs[r].load(t, fast), acc) if r < rows else zero(acc)
-                    if valid is not None and r < rows:
-                        kept = arith.CmpIOp(arith.CmpIPredicate.ult, im.const(r), valid).result
-                        value = arith.SelectOp(kept, value, zero(acc)).result
+                    if r < rows and kept[r] is not None:
+                        value = arith.SelectOp(kept[r], value, zero(acc)).result
                     memref.StoreOp(value, ap, [add(base, r)])
             loop(0, length, 1, column)
         versioned(runs[:1], copy)
@@ -421,8 +426,7 @@ def pack_a_panel_rows(a_op: Operand, a, ap, mr: int, ip, valid, k0, steps: int, 
         if isinstance(valid, int):
             (copy if r < valid else zeros)()
             continue
-        branches(arith.CmpIOp(arith.CmpIPredicate.ult, im.const(r), valid).result,
-                 lambda kept: copy() if kept else zeros())
+        branches(below(r, valid), lambda kept: copy() if kept else zeros())
 
 
 def _each_panel(m: int, mr: int, panel: Callable) -> None:
