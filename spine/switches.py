@@ -73,6 +73,9 @@ PROTON_VERBOSE = Switch("PROTON_VERBOSE", _flag, False, "the CPU profiler also r
                         "instance and adds per-thread detail to its table")
 DISABLE_PROTON = Switch("TRITON_DISABLE_PROTON", _flag, False, "turns the CPU profiler off: kernels compile "
                         "without their scopes, nothing is recorded or written", compile_key=True)
+STREAMING_STORES_MB = Switch("SPINE_STREAMING_STORES_MB", int, 16, "x86 hosts: a launch whose programs store "
+                             "at least this many MiB between them writes its output with non-temporal stores, "
+                             "around the caches (0: never)", compile_key=True)
 NUM_THREADS = Switch("SPINE_NUM_THREADS", _positive_int, None, "threads for the grid (default: all cores)")
 GRID_SPIN_US = Switch("SPINE_GRID_SPIN_US", int, None, "how long idle grid threads poll for the next launch "
                       "before sleeping (default 200)")
@@ -97,7 +100,7 @@ CACHE_DIR = Switch("SPINE_CACHE_DIR", str, None, "Spine's own cache (runtime bui
                    "`spine/` under triton's cache directory")
 
 ALL = (TARGET, HOST_CPU, HOST_FEATURES, RISCV_CPU, RISCV_FEATURES, DUMP_PATH, KERNEL_CAPTURE, PROTON_OUTPUT,
-       PROTON_VERBOSE, DISABLE_PROTON, NUM_THREADS, GRID_SPIN_US, QEMU, QEMU_CPU, QEMU_TRACE, KERNEL_TIMEOUT,
+       PROTON_VERBOSE, DISABLE_PROTON, STREAMING_STORES_MB, NUM_THREADS, GRID_SPIN_US, QEMU, QEMU_CPU, QEMU_TRACE, KERNEL_TIMEOUT,
        ARENA_MB, COMPILE_TIMEOUT, CACHE_DIR, REMOTE, REMOTE_RUNNER)
 
 

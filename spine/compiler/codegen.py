@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass
 
 from ..targets import generic_cpu
+from .streaming_stores import FLAG_SYMBOL, with_streaming_stores
 
 _init_lock = threading.Lock()
 
@@ -55,8 +56,9 @@ def _internalize_all_but_entry(module) -> None:
 
 
 def optimize_and_emit(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str,
-                      want_assembly: bool = False, loop_vectorize: bool = True):
-    """Returns (object bytes, assembly text or None)."""
+                      want_assembly: bool = False, loop_vectorize: bool = True, written_args: tuple = ()):
+    """Returns (object bytes, assembly text or None). `written_args`: the runtime arguments the kernel
+    stores through, whose stores may stream when the entry point has the flag for it."""
     llvm = _llvm()
     tm = _target_machine(triple, cpu, features)
     module = llvm.parse_assembly(llvm_ir)
@@ -73,6 +75,26 @@ def optimize_and_emit(llvm_ir: str, entry_ir: str, triple: str, cpu: str, featur
     pb = llvm.create_pass_builder(tm, pto)
     pm = pb.getModulePassManager()
     pm.run(module, pb)
+    if _has_global(module, FLAG_SYMBOL):
+        module = _with_streaming_stores(module, written_args, tm, pb)
     obj = tm.emit_object(module)
     asm = tm.emit_assembly(module) if want_assembly else None
     return obj, asm
+
+
+def _has_global(module, name: str) -> bool:
+    return any(g.name == name for g in module.global_variables)
+
+
+def _with_streaming_stores(module, written_args: tuple, tm, pb):
+    text = str(module)
+    rewritten = with_streaming_stores(text, written_args)
+    if rewritten == text:
+        return module
+    llvm = _llvm()
+    module = llvm.parse_assembly(rewritten)
+    module.verify()
+    pm = llvm.create_new_module_pass_manager()
+    pm.add_always_inliner_pass()
+    pm.run(module, pb)
+    return module

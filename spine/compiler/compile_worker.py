@@ -61,9 +61,10 @@ def _run_llir(linalg_text: str, choices):
 
 
 def _run_obj(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str, want_assembly: bool,
-             loop_vectorize: bool):
+             loop_vectorize: bool, written_args: tuple = ()):
     from .codegen import optimize_and_emit
-    return optimize_and_emit(llvm_ir, entry_ir, triple, cpu, features, want_assembly, loop_vectorize)
+    return optimize_and_emit(llvm_ir, entry_ir, triple, cpu, features, want_assembly, loop_vectorize,
+                             written_args)
 
 
 def _run_selftest(action: str):

@@ -17,9 +17,10 @@ _SCALARS = {"i1": llir.IntType(1), "i8": llir.IntType(8), "i16": llir.IntType(16
             "f64": llir.DoubleType()}
 
 
-def entry_module_ir(kernel_name: str, arg_kinds, argument_views, triple: str) -> str:
+def entry_module_ir(kernel_name: str, arg_kinds, argument_views, triple: str, streaming_programs: int = 0) -> str:
     """`argument_views`: for each extra memref argument after the grid arguments, the runtime argument
-    whose data pointer it views (see to_linalg/function.py)."""
+    whose data pointer it views (see to_linalg/function.py). `streaming_programs`: from how many programs
+    a launch sets the streaming-stores flag (compiler/streaming_stores.py); 0: no flag."""
     module = llir.Module(name="spine_entry")
     module.triple = triple
     ptr = llir.PointerType()
@@ -36,6 +37,8 @@ def entry_module_ir(kernel_name: str, arg_kinds, argument_views, triple: str) ->
     entry = llir.Function(module, llir.FunctionType(llir.VoidType(), [ptr] + [i32] * 6), name=ENTRY_SYMBOL)
     builder = llir.IRBuilder(entry.append_basic_block("entry"))
     args_array, *grid = entry.args
+    if streaming_programs:
+        builder = _set_streaming_flag(module, entry, builder, grid[3:], streaming_programs)
     slots = [builder.load(builder.gep(args_array, [llir.Constant(i64, i)], source_etype=ptr), typ=ptr)
              for i in range(len(arg_kinds))]
 
@@ -53,6 +56,29 @@ def entry_module_ir(kernel_name: str, arg_kinds, argument_views, triple: str) ->
     builder.call(kernel, call_args)
     builder.ret_void()
     return str(module)
+
+
+def _set_streaming_flag(module, entry, builder, counts, streaming_programs: int):
+    """Sets the flag to whether the launch has at least `streaming_programs` programs. Written only when it
+    changes: every program of the grid runs this, on every thread, and a store each time would bounce the
+    flag's cache line between cores."""
+    from .streaming_stores import FLAG_SYMBOL
+    i8, i64 = llir.IntType(8), llir.IntType(64)
+    flag = llir.GlobalVariable(module, i8, name=FLAG_SYMBOL)
+    flag.storage_class = "hidden"   # one flag per kernel library, never bound to another's
+    flag.initializer = llir.Constant(i8, 0)
+    programs = llir.Constant(i64, 1)
+    for count in counts:
+        programs = builder.mul(programs, builder.zext(count, i64))
+    streams = builder.zext(builder.icmp_unsigned(">=", programs, llir.Constant(i64, streaming_programs)), i8)
+    changed = builder.icmp_unsigned("!=", builder.load(flag, typ=i8), streams)
+    update, rest = entry.append_basic_block("update_flag"), entry.append_basic_block("call_kernel")
+    builder.cbranch(changed, update, rest)
+    builder.position_at_end(update)
+    builder.store(streams, flag)
+    builder.branch(rest)
+    builder.position_at_end(rest)
+    return builder
 
 
 def _scalar_type(kind: str):

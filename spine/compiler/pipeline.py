@@ -42,6 +42,7 @@ def make_linalg(mod, metadata, options):
     metadata["spine_argument_views"] = list(kernel.argument_views)
     metadata["spine_direct_load_args"] = list(kernel.direct_load_args)
     metadata["spine_bounds_checked"] = kernel.bounds_checked
+    metadata["spine_stored_bytes_per_program"] = kernel.stored_bytes_per_program
     dump_artifact(options.dump_path, metadata["name"], "linalg", kernel.text)
     return kernel.text
 
@@ -59,8 +60,9 @@ def make_so(llir: str, metadata, options):
     from .entry import entry_module_ir
     from .link import link_shared
     entry = entry_module_ir(metadata["name"], metadata["spine_arg_kinds"], metadata["spine_argument_views"],
-                            options.triple)
-    (obj, asm), config = codegen_with_fallbacks(metadata["name"], llir, entry, options)
+                            options.triple, _streaming_programs(metadata, options))
+    (obj, asm), config = codegen_with_fallbacks(metadata["name"], llir, entry, options,
+                                                tuple(metadata["spine_written_args"]))
     # The cached kernel says how it was really built (a fallback may have replaced the requested CPU).
     metadata["spine_codegen"] = config.describe()
     dump_artifact(options.dump_path, metadata["name"], "s", asm or "")
@@ -70,7 +72,17 @@ def make_so(llir: str, metadata, options):
     return so
 
 
-def codegen_with_fallbacks(kernel: str, llir: str, entry: str, options):
+def _streaming_programs(metadata, options) -> int:
+    """From how many programs a launch's stores stream; 0: never. x86 only: RISC-V's non-temporal hints
+    (Zihintntl) are not in the cores Spine targets."""
+    from .. import switches
+    from .streaming_stores import streaming_programs
+    if not options.triple.startswith("x86_64"):
+        return 0
+    return streaming_programs(metadata["spine_stored_bytes_per_program"], switches.STREAMING_STORES_MB.get() << 20)
+
+
+def codegen_with_fallbacks(kernel: str, llir: str, entry: str, options, written_args: tuple = ()):
     """LLVM codegen in a worker; after a native crash, again with each safer configuration in turn."""
     from .codegen import CodegenConfig, safer_configs
     requested = CodegenConfig(options.cpu)
@@ -79,7 +91,7 @@ def codegen_with_fallbacks(kernel: str, llir: str, entry: str, options):
         try:
             result = pool().run("obj", llvm_ir=llir, entry_ir=entry, triple=options.triple, cpu=config.cpu,
                                 features=options.features, want_assembly=bool(options.dump_path),
-                                loop_vectorize=config.loop_vectorize)
+                                loop_vectorize=config.loop_vectorize, written_args=written_args)
         except NativeCrash as crash:
             crashes.append(f"with {config.describe()}: {crash.detail}")
             continue

@@ -64,6 +64,7 @@ class LinalgKernel:
     argument_views: tuple          # runtime-argument index of each extra memref argument, in order
     direct_load_args: tuple        # pointer arguments read in place (see convert_ttir)
     bounds_checked: bool = False   # every access checked against its argument's extent (bounds.py)
+    stored_bytes_per_program: int = 0  # a lower bound (store.bytes_stored_per_program)
 
 
 def new_context() -> ir.Context:
@@ -139,5 +140,6 @@ def convert_ttir(generic_ttir: str, direct_loads: bool = False, bounds_check: bo
         views = tuple(index for index, _ in conv.argument_views)
         if bounds_check:
             kinds = kinds + extent_kinds(kinds)
-        return LinalgKernel(out.operation.get_asm(enable_debug_info=True), name, tuple(kinds), tuple(sorted(conv.written_args)), views,
-                            tuple(sorted(direct)), bounds_check)
+        return LinalgKernel(out.operation.get_asm(enable_debug_info=True), name, tuple(kinds),
+                            tuple(sorted(conv.written_args)), views, tuple(sorted(direct)), bounds_check,
+                            store.bytes_stored_per_program(tt_func))

@@ -4,6 +4,8 @@ Every pointer argument stored through is recorded, so the QEMU runtime copies ba
 debug=True every store is first checked against its argument's extent (bounds.py)."""
 from __future__ import annotations
 
+import math
+
 from mlir import ir
 from mlir.dialects import bufferization, memref, scf, tensor
 
@@ -69,3 +71,48 @@ def _scalar_store(conv, op, ptr: st.PointerState, value: ir.Value, mask_operand)
     with ir.InsertionPoint(branch.then_block):
         store()
         scf.YieldOp([])
+
+
+def bytes_stored_per_program(tt_func) -> int:
+    """A lower bound on the bytes one program stores through its tensor stores: each store's tile, times
+    the trip counts of the loops around it where they are constants (a loop whose count is known only at
+    run time counts once). The code generator makes a launch's stores streaming when its programs
+    together write more than a cache keeps (compiler/streaming_stores.py)."""
+    total = 0
+
+    def visit(op):
+        nonlocal total
+        if op.operation.name == "tt.store":
+            value = op.operation.operands[1].type
+            if isinstance(value, ir.RankedTensorType) and value.has_static_shape:
+                total += math.prod(value.shape) * _element_bytes(value.element_type) * _repeats(op.operation)
+        return ir.WalkResult.ADVANCE
+    tt_func.operation.walk(visit)
+    return total
+
+
+def _element_bytes(element: ir.Type) -> int:
+    if isinstance(element, (ir.IntegerType, ir.FloatType)):
+        return max(1, element.width // 8)
+    return 8   # pointers
+
+
+def _repeats(op: ir.Operation) -> int:
+    """How many times op runs per program, as far as constant loop bounds tell."""
+    count = 1
+    parent = op.parent
+    while parent is not None and parent.name != "tt.func":
+        if parent.name == "scf.for":
+            lower, upper, step = (_constant(v) for v in list(parent.operands)[:3])
+            if None not in (lower, upper, step) and step > 0:
+                count *= max(0, -(-(upper - lower) // step))
+        parent = parent.parent
+    return count
+
+
+def _constant(value: ir.Value):
+    owner = value.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
+        return None
+    attribute = owner.attributes["value"]
+    return attribute.value if isinstance(attribute, ir.IntegerAttr) else None

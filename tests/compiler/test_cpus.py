@@ -95,7 +95,8 @@ def _codegen_for(compiled, cpu: str, features: str, tmp_path) -> None:
         md = kernel.metadata
         options = dataclasses.replace(CPUOptions(), triple=md.triple, cpu=cpu, features=features)
         metadata = {"name": md.name, "spine_arg_kinds": md.spine_arg_kinds,
-                    "spine_argument_views": md.spine_argument_views}
+                    "spine_argument_views": md.spine_argument_views, "spine_written_args": md.spine_written_args,
+                    "spine_stored_bytes_per_program": md.spine_stored_bytes_per_program}
         so = make_so(_llir_for(kernel, options, tmp_path / name), metadata, options)
         assert so[:4] == b"\x7fELF", name
 

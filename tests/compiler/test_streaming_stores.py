@@ -1,0 +1,186 @@
+"""Streaming stores (compiler/streaming_stores.py): which stores the rewrite takes, from LLVM IR text; the
+bytes each program stores, from TTIR text; the entry point's flag; and kernels that stream, on the host,
+checked against torch with outputs at every alignment the rewrite tells apart."""
+import platform
+import re
+
+import pytest
+import torch
+
+from spine.compiler.streaming_stores import FLAG_SYMBOL, streaming_programs, with_streaming_stores
+from tests.to_linalg.test_branches_ttir import parse_ttir
+
+# An O3-optimised module as the code generator sees it: the entry point loads each argument's data pointer
+# through args[i] (entry.py), one kernel function stays out of line.
+MODULE = f"""
+@{FLAG_SYMBOL} = hidden global i8 0
+
+define internal void @kernel(ptr %out, ptr %scratch, ptr %input) {{
+  store <16 x float> zeroinitializer, ptr %out, align 4
+  store <16 x float> zeroinitializer, ptr %scratch, align 4
+  store <16 x float> zeroinitializer, ptr %input, align 4
+  ret void
+}}
+
+define void @spine_entry(ptr %.1, i32 %.2, i32 %.3, i32 %.4, i32 %.5, i32 %.6, i32 %.7) {{
+entry:
+  %.10 = load ptr, ptr %.1, align 8
+  %.18 = load ptr, ptr %.10, align 8
+  %.11 = getelementptr i8, ptr %.1, i64 8
+  %.12 = load ptr, ptr %.11, align 8
+  %.19 = load ptr, ptr %.12, align 8
+  %buffer = alloca [64 x float], align 64
+  br label %loop
+loop:
+  %row = phi ptr [ %.19, %entry ], [ %next, %loop ]
+  store <16 x float> splat (float 1.000000e+00), ptr %row, align 4
+  store <8 x float> zeroinitializer, ptr %row, align 4
+  store <2 x float> zeroinitializer, ptr %row, align 4
+  store float 0.000000e+00, ptr %row, align 4
+  store <16 x float> zeroinitializer, ptr %buffer, align 64
+  %next = getelementptr float, ptr %row, i64 1000
+  %done = icmp eq ptr %next, null
+  br i1 %done, label %exit, label %loop
+exit:
+  call void @kernel(ptr %.19, ptr %buffer, ptr %.18)
+  ret void
+}}
+"""
+
+
+def _helper_calls(text: str) -> list:
+    return re.findall(r"call void @spine\.stream\.(\S+)\(ptr (%[\w.]+)", text)
+
+
+def test_vector_stores_through_written_arguments_stream_and_nothing_else():
+    rewritten = with_streaming_stores(MODULE, written_args=(1,))
+    # Through argument 1, in the entry (a loop-carried row pointer) and in the kernel (a parameter its
+    # one call site passes argument 1 to): the 64- and 32-byte vectors. Not the 8-byte vector or the
+    # scalar, not the stack buffer, not argument 0 (read-only here).
+    assert _helper_calls(rewritten) == [("v16float.a4", "%out"), ("v16float.a4", "%row"), ("v8float.a4", "%row")]
+    assert "store <16 x float> zeroinitializer, ptr %scratch, align 4" in rewritten
+    assert "store <16 x float> zeroinitializer, ptr %input, align 4" in rewritten
+    assert "store <16 x float> zeroinitializer, ptr %buffer, align 64" in rewritten
+    assert "store <2 x float> zeroinitializer, ptr %row, align 4" in rewritten
+    entry = rewritten[rewritten.index("define void @spine_entry"):]
+    entry = entry[:entry.index("\n}")]
+    assert re.findall(r"\n(.*)\n\s+ret void", entry) == ["  call void @llvm.x86.sse.sfence()"]
+    assert rewritten.count("load i8, ptr @spine_streaming_stores") == 2    # once per function
+
+
+def test_the_rewritten_module_compiles_to_non_temporal_stores_of_vectors_and_halves():
+    from spine.compiler import codegen
+    llvm = codegen._llvm()
+    tm = codegen._target_machine("x86_64-unknown-linux-gnu", "x86-64-v4", "")
+    module = codegen._with_streaming_stores(llvm.parse_assembly(MODULE), (1,), tm, llvm.create_pass_builder(
+        tm, llvm.create_pipeline_tuning_options(speed_level=3)))
+    assembly = tm.emit_assembly(module)
+    assert re.search(r"vmovntps\s+%zmm", assembly)   # the whole 64-byte vector
+    assert re.search(r"vmovntps\s+%ymm", assembly)   # its halves, and the 32-byte vector whole
+    assert "sfence" in assembly
+
+
+def test_no_written_argument_no_rewrite():
+    assert with_streaming_stores(MODULE, written_args=()) == MODULE
+    assert with_streaming_stores(MODULE.replace("spine_entry", "other"), written_args=(1,)) == MODULE.replace(
+        "spine_entry", "other")
+
+
+def test_programs_from_which_a_launch_streams():
+    assert streaming_programs(4096, 16 << 20) == 4096
+    assert streaming_programs(4000, 16 << 20) == 4195        # rounded up
+    assert streaming_programs(0, 16 << 20) == 0              # nothing known to be stored
+    assert streaming_programs(4096, 0) == 0                  # switched off
+
+
+def test_the_entry_point_sets_the_flag_only_when_it_changes():
+    from spine.compiler.entry import entry_module_ir
+    plain = entry_module_ir("k", ["ptr", "i32"], [], "x86_64-unknown-linux-gnu")
+    assert FLAG_SYMBOL not in plain
+    flagged = entry_module_ir("k", ["ptr", "i32"], [], "x86_64-unknown-linux-gnu", streaming_programs=4195)
+    assert f'@"{FLAG_SYMBOL}" = hidden global i8 0' in flagged
+    assert "icmp uge i64" in flagged and "4195" in flagged
+    assert re.search(r"icmp ne i8", flagged)
+
+
+LOOPED_STORES = """
+module {
+  tt.func public @k(%p: !tt.ptr<f32>, %q: !tt.ptr<f16>, %n: i32) {
+    %c0 = arith.constant 0 : i32
+    %c1 = arith.constant 1 : i32
+    %c4 = arith.constant 4 : i32
+    %r = tt.make_range {end = 64 : i32, start = 0 : i32} : tensor<64xi32>
+    %s = tt.splat %p : !tt.ptr<f32> -> tensor<64x!tt.ptr<f32>>
+    %ptrs = tt.addptr %s, %r : tensor<64x!tt.ptr<f32>>, tensor<64xi32>
+    %x = tt.load %ptrs : tensor<64x!tt.ptr<f32>>
+    scf.for %i = %c0 to %c4 step %c1 : i32 {
+      tt.store %ptrs, %x : tensor<64x!tt.ptr<f32>>
+    }
+    %qs = tt.splat %q : !tt.ptr<f16> -> tensor<64x!tt.ptr<f16>>
+    %qptrs = tt.addptr %qs, %r : tensor<64x!tt.ptr<f16>>, tensor<64xi32>
+    %h = arith.truncf %x : tensor<64xf32> to tensor<64xf16>
+    scf.for %i = %c0 to %n step %c1 : i32 {
+      tt.store %qptrs, %h : tensor<64x!tt.ptr<f16>>
+    }
+    tt.return
+  }
+}
+"""
+
+
+def test_bytes_stored_per_program_count_constant_loops_and_runtime_loops_once(tmp_path):
+    from spine.compiler.export import export_generic
+    from spine.to_linalg import convert_ttir
+    kernel = convert_ttir(export_generic(parse_ttir(LOOPED_STORES, tmp_path)))
+    assert kernel.stored_bytes_per_program == 4 * 64 * 4 + 64 * 2
+
+
+# ------------------------------------------------------------------------------------------ at run time
+
+@pytest.fixture
+def streaming_host(monkeypatch, tmp_path):
+    """The host target, streaming from 1 MiB; the assembly dumped to check that it streams."""
+    import triton
+    from spine.driver import CPUDriver
+    monkeypatch.setenv("SPINE_STREAMING_STORES_MB", "1")
+    monkeypatch.setenv("SPINE_TRITON_DUMP_PATH", str(tmp_path))
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    return tmp_path
+
+
+def _assembly(dump, name: str) -> str:
+    return (dump / f"{name}.s").read_text()
+
+
+@pytest.mark.parametrize("offset", [0, 8, 4, 1])   # 64-, 32-, 16-byte aligned, unaligned
+def test_a_large_vector_add_streams_at_any_alignment(streaming_host, offset):
+    from tests.kernels import add_kernel
+    n = (1 << 19) + 37                               # 2 MiB written, the last block partial
+    x, y = torch.rand(n), torch.rand(n)
+    storage = torch.full((n + offset,), float("nan"))
+    out = storage[offset:]
+    add_kernel[(-(-n // 1024),)](x, y, out, n, BLOCK=1024)
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+    assert torch.isnan(storage[:offset]).all()
+    if platform.machine() == "x86_64":
+        assert re.search(r"vmovntps|movntps", _assembly(streaming_host, "add_kernel"))
+
+
+@pytest.mark.parametrize("cols", [1000, 999, 64])
+def test_a_large_row_softmax_streams(streaming_host, cols):
+    from tests.kernels import softmax_kernel
+    rows = (2 << 20) // (4 * cols) + 3
+    a = torch.randn(rows, cols)
+    b = torch.empty_like(a)
+    softmax_kernel[(rows,)](b, a, a.stride(0), b.stride(0), cols, BLOCK=1024)
+    torch.testing.assert_close(b, torch.softmax(a, dim=1))
+
+
+def test_a_small_launch_of_a_streaming_kernel_stays_correct(streaming_host):
+    """The same compiled kernel, first under the program count (the flag stays clear), then over it, then
+    under it again: each launch sets the flag for itself."""
+    from tests.kernels import add_kernel
+    for n in (1000, (1 << 19) + 5, 3000):
+        x, y, out = torch.rand(n), torch.rand(n), torch.empty(n)
+        add_kernel[(-(-n // 1024),)](x, y, out, n, BLOCK=1024)
+        torch.testing.assert_close(out, x + y, rtol=0, atol=0)
