@@ -184,3 +184,13 @@ def test_a_small_launch_of_a_streaming_kernel_stays_correct(streaming_host):
         x, y, out = torch.rand(n), torch.rand(n), torch.empty(n)
         add_kernel[(-(-n // 1024),)](x, y, out, n, BLOCK=1024)
         torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+
+
+def test_a_rewrite_llvm_rejects_leaves_the_module_as_it_was(monkeypatch):
+    from spine.compiler import codegen
+    llvm = codegen._llvm()
+    tm = codegen._target_machine("x86_64-unknown-linux-gnu", "x86-64-v4", "")
+    module = llvm.parse_assembly(MODULE)
+    monkeypatch.setattr(codegen, "with_streaming_stores", lambda text, written: text + "\nnot llvm ir\n")
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+    assert codegen._with_streaming_stores(module, (1,), tm, pb) is module
