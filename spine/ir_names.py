@@ -14,6 +14,10 @@ PARALLEL_LOOP = "smt.parallel_arg0"
 # lowers tt.dot to it).
 MICROKERNEL_ATTRIBUTE = "spine.microkernel"
 
+# On the TTIR module, when the target's cores gain from a row-wise kernel prefetching the next program's row
+# (compiler/ttir.py records it from targets.prefetches_next_program, to_linalg/prefetch.py reads it).
+PREFETCH_ATTRIBUTE = "spine.prefetch_next_program"
+
 # On the call of a packed matmul whose product is a plain buffer (to_linalg/smt_dot.py): the name of its
 # twin that writes into a view of a larger matrix instead, for a whole tile stored straight into its
 # destination (compiler/products_into_destination.py).

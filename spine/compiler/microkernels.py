@@ -46,9 +46,6 @@ class MicroKernel:
     min_rows: int = 0  # fewer accumulator rows a product may use when they pad its rows less (0: `rows` only)
     shuffle_transposes: bool = False  # tiles loaded across their source's rows are transposed in registers
                                       # (to_linalg/tile_copy.py): x86, whose only strided stores are scatters
-    prefetch: bool = False  # the target has data prefetch instructions (to_linalg/prefetch.py): x86; RISC-V
-                            # only with Zicbop, which kernels are not built for (LLVM drops the prefetch
-                            # late, and the loop issuing it would stay)
 
     @property
     def transpose_lanes(self) -> int:
@@ -67,10 +64,10 @@ class MicroKernel:
 MICROKERNELS = {mk.name: mk for mk in (
     MicroKernel("rvv", "RVV 1.0 vfmacc.vf, LMUL 1 (vector length agnostic)", 2, True, 6, 4),
     MicroKernel("avx512", "AVX-512F vfmadd231ps, 512-bit", 16, False, 14, 2, a_rows=True, min_rows=8,
-                shuffle_transposes=True, prefetch=True),
+                shuffle_transposes=True),
     MicroKernel("avx2", "AVX2 + FMA vfmadd231ps, 256-bit", 8, False, 6, 2, a_rows=True, min_rows=4,
-                shuffle_transposes=True, prefetch=True),
-    MicroKernel("sse", "SSE2 mulps + addps, 128-bit", 4, False, 4, 2, fma=False, prefetch=True),
+                shuffle_transposes=True),
+    MicroKernel("sse", "SSE2 mulps + addps, 128-bit", 4, False, 4, 2, fma=False),
     MicroKernel("portable", "no vector unit: four-lane vectors LLVM splits into scalars", 4, False, 4, 2),
 )}
 

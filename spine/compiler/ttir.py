@@ -35,3 +35,14 @@ def record_microkernel(mod, triple: str, cpu: str, features: str) -> None:
     from .microkernels import choose
     kernel = choose(triple, cpu, features)
     mod.set_attr(MICROKERNEL_ATTRIBUTE, ir.builder(mod.context).get_string_attr(kernel.name))
+
+
+def record_prefetch(mod, triple: str, cpu: str) -> None:
+    """Mark the module (`spine.prefetch_next_program`) when the target's cores gain from a row-wise kernel
+    prefetching the next program's row (targets.prefetches_next_program, to_linalg/prefetch.py)."""
+    from triton._C.libtriton import ir
+
+    from ..ir_names import PREFETCH_ATTRIBUTE
+    from ..targets import prefetches_next_program
+    if prefetches_next_program(triple, cpu):
+        mod.set_attr(PREFETCH_ATTRIBUTE, ir.builder(mod.context).get_unit_attr())

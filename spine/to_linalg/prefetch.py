@@ -13,9 +13,10 @@ instead, and the hardware keeps up):
     %row' = arith.muli %next, %stride            (the offset's own ops, cloned)
     scf.for %i = 0 to 1000 step 16 { memref.prefetch %arg[%row' + %i], read, locality<3>, data }
 
-A prefetch never faults, so the last program's (past the end of the argument) is harmless. Only targets
-with prefetch instructions get them (the target's MicroKernel.prefetch: x86): LLVM drops a prefetch the
-target cannot issue only when it selects instructions, and the loop issuing it would stay.
+A prefetch never faults, so the last program's (past the end of the argument) is harmless. Only modules
+marked `spine.prefetch_next_program` get them: Intel cores (targets.prefetches_next_program says why not
+AMD's). Never a target without prefetch instructions: LLVM drops a prefetch the target cannot issue only
+when it selects instructions, and the loop issuing it would stay.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def prefetch_next_program(conv, op, ptr: st.PointerState) -> None:
     """Prefetch the tile `ptr` will be in the next program instance along x, when the target can, op is
     at the top of the kernel (a load in a loop is not at its program's start) and the tile moves with
     the program id."""
-    if conv.microkernel is None or not conv.microkernel.prefetch:
+    if not conv.prefetch_next_program:
         return
     if op.operation.parent is None or op.operation.parent.name != "tt.func" or not _feeds_reduction(op):
         return

@@ -1,12 +1,18 @@
 """A load at the top of a kernel first prefetches the tile the next program instance will load
 (to_linalg/prefetch.py), from TTIR text: a row-wise kernel's row, which moves with the program id and
 feeds a reduction; a tile that is the same in every program, an elementwise kernel's, a load inside a
-loop, or a target without prefetch instructions gets no prefetch."""
+loop, or a module the pipeline did not mark for prefetching gets no prefetch."""
 import pytest
 
 from tests.to_linalg.test_branches_ttir import converted
 from tests.to_linalg.test_golden import filecheck
 from tests.to_linalg.test_ttir_conversions import with_microkernel
+
+
+def prefetching(text: str, microkernel="avx512") -> str:
+    """The module with the attributes the pipeline sets for an Intel core."""
+    return with_microkernel(text, microkernel).replace(
+        '"spine.microkernel"', '"spine.prefetch_next_program", "spine.microkernel"')
 
 # %y: x * w scaled by the sum of x * w (a reduction), or x * w itself (elementwise)
 SCALED_BY_SUM = """%sum = "tt.reduce"(%xw) <{axis = 0 : i32}> ({
@@ -47,7 +53,7 @@ module MODULE_ATTRIBUTES{
 
 @pytest.mark.parametrize("microkernel", ["avx512", "avx2"])
 def test_a_row_that_moves_with_the_program_id_is_prefetched_for_the_next_program(tmp_path, microkernel):
-    text = converted(with_microkernel(ROW_AND_WEIGHTS.replace("SUM_OF_XW", SCALED_BY_SUM), microkernel), tmp_path)
+    text = converted(prefetching(ROW_AND_WEIGHTS.replace("SUM_OF_XW", SCALED_BY_SUM), microkernel), tmp_path)
     # The row's offset, pid * stride, computed again for pid + 1; one prefetch per 64-byte line of the
     # 4 KiB row, and none for the weights or the stored row.
     filecheck(text, """
@@ -67,7 +73,7 @@ CHECK: memref.prefetch %[[X]][%[[AT]]], read, locality<3>, data
 
 
 def test_an_elementwise_kernel_streams_without_prefetches(tmp_path):
-    text = with_microkernel(ROW_AND_WEIGHTS.replace("SUM_OF_XW", ELEMENTWISE), "avx512")
+    text = prefetching(ROW_AND_WEIGHTS.replace("SUM_OF_XW", ELEMENTWISE))
     assert "memref.prefetch" not in converted(text, tmp_path)
 
 
@@ -105,10 +111,31 @@ module MODULE_ATTRIBUTES{
 
 
 def test_a_load_inside_a_loop_is_not_prefetched(tmp_path):
-    assert "memref.prefetch" not in converted(with_microkernel(IN_A_LOOP, "avx512"), tmp_path)
+    assert "memref.prefetch" not in converted(prefetching(IN_A_LOOP), tmp_path)
 
 
-@pytest.mark.parametrize("microkernel", ["rvv", "portable", None])
-def test_targets_without_prefetch_instructions_get_none(tmp_path, microkernel):
+@pytest.mark.parametrize("microkernel", ["avx512", "rvv", "portable", None])
+def test_a_module_not_marked_for_prefetching_gets_none(tmp_path, microkernel):
     text = with_microkernel(ROW_AND_WEIGHTS.replace("SUM_OF_XW", SCALED_BY_SUM), microkernel)
     assert "memref.prefetch" not in converted(text, tmp_path)
+
+
+@pytest.mark.parametrize("triple, cpu, prefetches", [
+    ("x86_64-unknown-linux-gnu", "sapphirerapids", True), ("x86_64-unknown-linux-gnu", "skylake-avx512", True),
+    ("x86_64-unknown-linux-gnu", "alderlake", True), ("x86_64-unknown-linux-gnu", "znver4", False),
+    ("x86_64-unknown-linux-gnu", "znver3", False), ("x86_64-unknown-linux-gnu", "x86-64-v4", False),
+    ("x86_64-unknown-linux-gnu", "", False), ("riscv64-unknown-linux-gnu", "spacemit-x60", False),
+])
+def test_which_cores_prefetch_the_next_row(triple, cpu, prefetches):
+    from spine.targets import prefetches_next_program
+    assert prefetches_next_program(triple, cpu) is prefetches
+
+
+@pytest.mark.parametrize("cpu, marked", [("sapphirerapids", True), ("znver4", False)])
+def test_the_pipeline_marks_the_module_for_intel_cores(tmp_path, cpu, marked):
+    from spine.compiler.ttir import record_prefetch
+    from tests.to_linalg.test_branches_ttir import parse_ttir
+    module = parse_ttir(ROW_AND_WEIGHTS.replace("SUM_OF_XW", SCALED_BY_SUM).replace("MODULE_ATTRIBUTES", ""),
+                        tmp_path)
+    record_prefetch(module, "x86_64-unknown-linux-gnu", cpu)
+    assert ("spine.prefetch_next_program" in str(module)) is marked
