@@ -35,8 +35,8 @@ from . import materialize
 from . import states as st
 from .block_pointers import as_pointer_and_mask, boundary_check
 from .converter import handles
-from .memory import (Window, each_unmasked_element, mask_bytes, may_view_whole_tile, pointer_view,
-                     split_operands)
+from .memory import (Window, each_unmasked_element, is_partial, mask_bytes, may_view_whole_tile, pointer_view,
+                     spans, split_operands, tile_buffer, transpose_lanes)
 from .prefetch import prefetch_next_program
 from .tile_copy import copy_tile, transpose_block
 from .types import element_type, shape_of
@@ -91,10 +91,6 @@ def _fill_scalar(other, elem: ir.Type) -> ir.Value:
     return b.zero(elem)
 
 
-def _tile_buffer(shape, elem) -> ir.Value:
-    return memref.AllocOp(ir.MemRefType.get(list(shape), elem), [], []).result
-
-
 def _as_tensor(buffer: ir.Value, shape, elem) -> ir.Value:
     return bufferization.ToTensorOp(ir.RankedTensorType.get(list(shape), elem), buffer,
                                     restrict=True, writable=True).result
@@ -109,7 +105,7 @@ def _reads_in_place(conv, ptr: st.PointerState, result: ir.Value) -> bool:
     if conv.argument_of.get(ptr.base) not in conv.direct_load_args:
         return False
     tile_type = ir.MemRefType.get(list(ptr.shape), ptr.element_type)
-    transposed = transpose_block(tile_type, ptr.strides, _transpose_lanes(conv)) != 0
+    transposed = transpose_block(tile_type, ptr.strides, transpose_lanes(conv)) != 0
     for use in result.uses:
         op = use.owner.operation
         if op.name != "tt.dot":
@@ -134,7 +130,7 @@ def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_pl
             # Its consumers never read the rows past the window's: only a short column range needs a copy.
             conv.rows_read_in_place.add(op.results[0])
             edge, edge_shape = Window(window.starts[1:], window.sizes[1:]), ptr.shape[1:]
-            if all(_spans(start, size, n) for start, size, n in zip(edge.starts, edge.sizes, edge_shape)):
+            if all(spans(start, size, n) for start, size, n in zip(edge.starts, edge.sizes, edge_shape)):
                 return _view_as_tensor(pointer_view(ptr), tile_type)
         # Most program instances see a full window: read those in place, copy only the edge tiles. The
         # edge buffer is allocated once at function entry (on the stack up to STACK_TILE_BYTES): the two
@@ -142,14 +138,14 @@ def _structured_load(conv, op, ptr: st.PointerState, mask, fill: ir.Value, in_pl
         alloc = memref.AllocaOp if _tile_bytes(ptr) <= STACK_TILE_BYTES else memref.AllocOp
         with ir.InsertionPoint.at_block_begin(conv_entry_block(ptr.base)):
             buffer = alloc(ir.MemRefType.get(list(ptr.shape), ptr.element_type), [], []).result
-        branch = scf.IfOp(_is_partial(edge, edge_shape), [tile_type], has_else=True)
+        branch = scf.IfOp(is_partial(edge, edge_shape), [tile_type], has_else=True)
         with ir.InsertionPoint(branch.else_block):
             view = pointer_view(ptr)
             scf.YieldOp([_view_as_tensor(view, tile_type)])
         with ir.InsertionPoint(branch.then_block):
             scf.YieldOp([_copied_tile(ptr, window, fill, _in_layout_of(buffer, view.type))])
         return branch.results[0]
-    return _copied_tile(ptr, window, fill, lanes=_transpose_lanes(conv))
+    return _copied_tile(ptr, window, fill, lanes=transpose_lanes(conv))
 
 
 def _record_zero_padding(conv, result: ir.Value, window, fill: ir.Value) -> None:
@@ -172,10 +168,6 @@ def _rows_past_window_unread(conv, result: ir.Value) -> bool:
         use.operand_number == 0 and dot.is_packed(conv, use.owner.operation)
         and smt_dot.reads_a_below_bound(use.owner.operation) for use in uses)
 
-
-def _transpose_lanes(conv) -> int:
-    """How wide a block the target transposes in registers (0: it copies element by element)."""
-    return conv.microkernel.transpose_lanes if conv.microkernel is not None else 0
 
 
 def _in_layout_of(buffer: ir.Value, view_type: ir.Type) -> ir.Value:
@@ -214,12 +206,12 @@ def _copied_tile(ptr: st.PointerState, window, fill: ir.Value, buffer=None, lane
     """`lanes`: transpose a tile read across its source's rows in registers, by blocks up to that wide
     (tile_copy.py), whenever the window is whole at run time; edge tiles are copied element by element."""
     if buffer is None:
-        buffer = _tile_buffer(ptr.shape, ptr.element_type)
+        buffer = tile_buffer(ptr.shape, ptr.element_type)
     block = transpose_block(ir.MemRefType(buffer.type), ptr.strides, lanes)
     if window is None:
         copy_tile(pointer_view(ptr), buffer, ptr.strides, block)
     elif block:
-        branch = scf.IfOp(_is_partial(window, ptr.shape), [], has_else=True)
+        branch = scf.IfOp(is_partial(window, ptr.shape), [], has_else=True)
         with ir.InsertionPoint(branch.then_block):
             _copy_window(ptr, window, fill, buffer)
             scf.YieldOp([])
@@ -236,28 +228,9 @@ def _copy_window(ptr: st.PointerState, window, fill: ir.Value, buffer: ir.Value)
     copy_tile(pointer_view(ptr, window), b.memref_window(buffer, window.starts, window.sizes), ptr.strides)
 
 
-def _spans(start, size, n: int) -> bool:
-    """Whether a window's start and size along a dimension of n are known to cover all of it."""
-    return isinstance(start, int) and isinstance(size, int) and start == 0 and size == n
-
-
-def _is_partial(window: Window, shape):
-    """An i1 that is true when the window leaves out part of the tile (a constant false when it never
-    does)."""
-    partial = None
-    for start, size, n in zip(window.starts, window.sizes, shape):
-        if _spans(start, size, n):
-            continue
-        if isinstance(start, int) and isinstance(size, int):
-            return arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result
-        short = arith.CmpIOp(arith.CmpIPredicate.ne, im.as_value(size), im.const(n)).result
-        partial = short if partial is None else arith.OrIOp(partial, short).result
-    return partial if partial is not None else arith.ConstantOp(ir.IntegerType.get_signless(1), 0).result
-
-
 def _fill_unless_full(window: Window, shape, fill: ir.Value, buffer: ir.Value) -> None:
     """Masked-off lanes get `fill`; most program instances see no masked-off lane, so test first."""
-    branch = scf.IfOp(_is_partial(window, shape))
+    branch = scf.IfOp(is_partial(window, shape))
     with ir.InsertionPoint(branch.then_block):
         if len(shape) == 1 and window.starts[0] == 0 and not isinstance(window.sizes[0], int):
             # a prefix window: only the lanes after it are masked off
@@ -270,7 +243,7 @@ def _fill_unless_full(window: Window, shape, fill: ir.Value, buffer: ir.Value) -
 
 
 def _gather_load(conv, op, ptr: st.GatherPointer, mask, fill: ir.Value, shape) -> ir.Value:
-    buffer = _tile_buffer(shape, ptr.element_type)
+    buffer = tile_buffer(shape, ptr.element_type)
     if mask is not None or conv.bounds is not None:  # lanes a bounds check skips read `fill` too
         linalg.fill(fill, outs=[buffer])
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from mlir import ir
+from mlir.dialects import arith, memref
 
 from . import builders as b
 from . import index_math as im
@@ -55,6 +56,34 @@ def pointer_view(ptr: st.PointerState, window: Optional[Window] = None) -> ir.Va
     return b.strided_view(ptr.base, ptr.element_type, window.sizes, offset, ptr.strides)
 
 
+def tile_buffer(shape, elem) -> ir.Value:
+    return memref.AllocOp(ir.MemRefType.get(list(shape), elem), [], []).result
+
+
+def spans(start, size, n: int) -> bool:
+    """Whether a window's start and size along a dimension of n are known to cover all of it."""
+    return isinstance(start, int) and isinstance(size, int) and start == 0 and size == n
+
+
+def is_partial(window: Window, shape):
+    """An i1 that is true when the window leaves out part of the tile (a constant false when it never
+    does)."""
+    partial = None
+    for start, size, n in zip(window.starts, window.sizes, shape):
+        if spans(start, size, n):
+            continue
+        if isinstance(start, int) and isinstance(size, int):
+            return arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result
+        short = arith.CmpIOp(arith.CmpIPredicate.ne, im.as_value(size), im.const(n)).result
+        partial = short if partial is None else arith.OrIOp(partial, short).result
+    return partial if partial is not None else arith.ConstantOp(ir.IntegerType.get_signless(1), 0).result
+
+
+def transpose_lanes(conv) -> int:
+    """How wide a block the target transposes in registers (0: it copies element by element)."""
+    return conv.microkernel.transpose_lanes if conv.microkernel is not None else 0
+
+
 def may_view_whole_tile(ptr: st.PointerState) -> bool:
     """False when the tile provably starts before its argument: only masked windows of it are valid."""
     return not (isinstance(ptr.offset, int) and ptr.offset < 0)
@@ -68,7 +97,7 @@ def mask_bytes(mask: ir.Value) -> ir.Value:
 
 
 def mask_bit(mask_bytes_tensor: ir.Value, ivs) -> ir.Value:
-    from mlir.dialects import arith, tensor
+    from mlir.dialects import tensor
     byte = tensor.ExtractOp(mask_bytes_tensor, ivs).result
     return arith.CmpIOp(arith.CmpIPredicate.ne, byte, arith.ConstantOp(byte.type, 0).result).result
 

@@ -1,5 +1,7 @@
 """tt.store: the mirror of load.py. Structured stores write the masked window of the value into a strided
-view of the argument (bufferization.materialize_in_destination); other stores scatter element by element.
+view of the argument (bufferization.materialize_in_destination), a whole tile written across the
+argument's rows by blocks transposed in registers on x86 (tile_copy.py); other stores scatter element by
+element.
 Every pointer argument stored through is recorded, so the QEMU runtime copies back only those. With
 debug=True every store is first checked against its argument's extent (bounds.py)."""
 from __future__ import annotations
@@ -16,7 +18,9 @@ from . import materialize
 from . import states as st
 from .block_pointers import as_pointer_and_mask, boundary_check
 from .converter import handles
-from .memory import Window, each_unmasked_element, mask_bytes, pointer_view, split_operands
+from .memory import (Window, each_unmasked_element, is_partial, mask_bytes, may_view_whole_tile, pointer_view,
+                     split_operands, tile_buffer, transpose_lanes)
+from .tile_copy import copy_by_blocks, transpose_block, transposed
 
 STORE = "store to"  # how bounds-check failures name the access
 
@@ -45,10 +49,38 @@ def convert_store(conv, op):
 
 def _structured_store(conv, op, ptr: st.PointerState, value: ir.Value, mask) -> None:
     window = bounds.guard_window(conv, op, ptr, Window.of(mask, ptr.shape), STORE)
+    block = transpose_block(ir.MemRefType.get(list(ptr.shape), ptr.element_type), ptr.strides,
+                            transpose_lanes(conv))
+    if not block or conv.bounds is not None or not may_view_whole_tile(ptr):
+        _store_window(ptr, value, window)
+        return
+    buffer = tile_buffer(ptr.shape, ptr.element_type)   # before the branch: a top-level tile goes on the stack
+    if window is None:
+        _store_by_blocks(ptr, value, buffer, block)
+        return
+    branch = scf.IfOp(is_partial(window, ptr.shape), [], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        _store_window(ptr, value, window)
+        scf.YieldOp([])
+    with ir.InsertionPoint(branch.else_block):
+        _store_by_blocks(ptr, value, buffer, block)
+        scf.YieldOp([])
+
+
+def _store_window(ptr: st.PointerState, value: ir.Value, window) -> None:
     view = pointer_view(ptr, window)
     if window is not None:
         value = b.tensor_window(value, window.starts, window.sizes)
     bufferization.MaterializeInDestinationOp(None, value, view, writable=True)
+
+
+def _store_by_blocks(ptr: st.PointerState, value: ir.Value, buffer: ir.Value, block: int) -> None:
+    """A whole tile written across its destination's rows (a transposed store: stride 1 along the tile's
+    first dimension), as tile_copy.py reads one: element by element, each store would go to another row
+    of the destination (x86 has no strided stores but scatters); by blocks transposed in registers, each
+    store writes a run of a row."""
+    bufferization.MaterializeInDestinationOp(None, value, buffer, writable=True)
+    copy_by_blocks(buffer, transposed(pointer_view(ptr)), block)
 
 
 def _scatter_store(conv, op, ptr: st.GatherPointer, value: ir.Value, mask) -> None:

@@ -196,6 +196,59 @@ CHECK: linalg.copy
     assert "vector.shuffle" not in text
 
 
+# A row-major 32 x 32 tile of %p stored transposed into %q: element (i, j) at j * %n + i, masked to the
+# rows and columns below %n.
+TRANSPOSED_STORE = """
+module MODULE_ATTRIBUTES{
+  tt.func public @k(%p: !tt.ptr<f32>, %q: !tt.ptr<f32>, %n: i32) {
+    %c32 = arith.constant dense<32> : tensor<32x1xi32>""" + pointers_32x32("%p", "%c32") + """    %x = tt.load %ptrs : tensor<32x32x!tt.ptr<f32>>
+    %nr = tt.splat %n : i32 -> tensor<1x32xi32>
+    %cols = arith.muli %col, %nr : tensor<1x32xi32>
+    %rt = tt.broadcast %row : tensor<32x1xi32> -> tensor<32x32xi32>
+    %ct = tt.broadcast %cols : tensor<1x32xi32> -> tensor<32x32xi32>
+    %toffs = arith.addi %rt, %ct : tensor<32x32xi32>
+    %qs = tt.splat %q : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
+    %qp = tt.addptr %qs, %toffs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
+    %nrow = tt.splat %n : i32 -> tensor<32x1xi32>
+    %rm = arith.cmpi slt, %row, %nrow : tensor<32x1xi32>
+    %cm = arith.cmpi slt, %col, %nr : tensor<1x32xi32>
+    %rmb = tt.broadcast %rm : tensor<32x1xi1> -> tensor<32x32xi1>
+    %cmb = tt.broadcast %cm : tensor<1x32xi1> -> tensor<32x32xi1>
+    %mask = arith.andi %rmb, %cmb : tensor<32x32xi1>
+    tt.store %qp, %x, %mask : tensor<32x32x!tt.ptr<f32>>
+    tt.return
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("microkernel, block, shuffles", [("avx512", 16, 64), ("avx2", 8, 24)])
+def test_x86_writes_a_whole_tile_across_the_destinations_rows_by_blocks(tmp_path, microkernel, block, shuffles):
+    """A whole window: the tile into a local buffer, then row loads, shuffles and stores into the
+    destination's rows (its transposed view); a partial one: its window through the strided view."""
+    filecheck(converted(with_microkernel(TRANSPOSED_STORE, microkernel), tmp_path), f"""
+CHECK: func.func @k
+CHECK: scf.if
+CHECK: bufferization.materialize_in_destination {{{{.*}}}} : (tensor<?x?xf32>, memref<?x?xf32, strided<[1, ?]{{{{.*}}}}>>)
+CHECK: }} else {{
+CHECK: bufferization.materialize_in_destination {{{{.*}}}} : (tensor<32x32xf32>, memref<32x32xf32>)
+CHECK: memref.transpose
+CHECK: scf.for
+CHECK: vector.load {{{{.*}}}} : memref<32x32xf32>, vector<{block}xf32>
+CHECK-COUNT-{shuffles}: vector.shuffle
+CHECK-NOT: vector.shuffle
+CHECK: vector.store {{{{.*}}}} : memref<32x32xf32, strided<[?, 1]{{{{.*}}}}>>, vector<{block}xf32>
+""")
+
+
+@pytest.mark.parametrize("microkernel", ["rvv", None])
+def test_a_tile_written_across_rows_without_register_transposes_goes_through_the_strided_view(tmp_path,
+                                                                                               microkernel):
+    text = converted(with_microkernel(TRANSPOSED_STORE, microkernel), tmp_path)
+    assert "vector.shuffle" not in text and "memref.transpose" not in text
+    assert text.count("bufferization.materialize_in_destination") == 1
+
+
 # %mask: row < %n and column < %n, from %row, %col (32 x 1, 1 x 32) and %nr (%n as 32 x 1)
 MASK_BELOW_N = """    %rmask = arith.cmpi slt, %row, %nr : tensor<32x1xi32>
     %nc = tt.splat %n : i32 -> tensor<1x32xi32>
