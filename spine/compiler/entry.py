@@ -38,7 +38,7 @@ def entry_module_ir(kernel_name: str, arg_kinds, argument_views, triple: str, st
     builder = llir.IRBuilder(entry.append_basic_block("entry"))
     args_array, *grid = entry.args
     if streaming_programs:
-        builder = _set_streaming_flag(module, entry, builder, grid[3:], streaming_programs)
+        _set_streaming_flag(module, entry, builder, grid[3:], streaming_programs)
     slots = [builder.load(builder.gep(args_array, [llir.Constant(i64, i)], source_etype=ptr), typ=ptr)
              for i in range(len(arg_kinds))]
 
@@ -58,10 +58,10 @@ def entry_module_ir(kernel_name: str, arg_kinds, argument_views, triple: str, st
     return str(module)
 
 
-def _set_streaming_flag(module, entry, builder, counts, streaming_programs: int):
-    """Sets the flag to whether the launch has at least `streaming_programs` programs. Written only when it
-    changes: every program of the grid runs this, on every thread, and a store each time would bounce the
-    flag's cache line between cores."""
+def _set_streaming_flag(module, entry, builder, counts, streaming_programs: int) -> None:
+    """Sets the flag to whether the launch has at least `streaming_programs` programs, leaving `builder` in a
+    new block after it. Written only when it changes: every program of the grid runs this, on every thread,
+    and a store each time would bounce the flag's cache line between cores."""
     from .streaming_stores import FLAG_SYMBOL
     i8, i64 = llir.IntType(8), llir.IntType(64)
     flag = llir.GlobalVariable(module, i8, name=FLAG_SYMBOL)
@@ -78,7 +78,6 @@ def _set_streaming_flag(module, entry, builder, counts, streaming_programs: int)
     builder.store(streams, flag)
     builder.branch(rest)
     builder.position_at_end(rest)
-    return builder
 
 
 def _scalar_type(kind: str):
