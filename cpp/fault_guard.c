@@ -18,6 +18,7 @@
 #define GUARDED_SIGNALS 4
 static const int guarded[GUARDED_SIGNALS] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
 static struct sigaction previous[GUARDED_SIGNALS];
+static sigset_t handled;    /* the guarded signals and the interrupt signal */
 static pthread_once_t installed = PTHREAD_ONCE_INIT;
 
 /* Initial-exec TLS: a signal handler must not call __tls_get_addr, which may allocate. */
@@ -119,6 +120,9 @@ static void install(void) {
     action.sa_sigaction = on_interrupt;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
     sigaction(interrupt_signal(), &action, NULL);
+    sigemptyset(&handled);
+    for (int i = 0; i < GUARDED_SIGNALS; i++) sigaddset(&handled, guarded[i]);
+    sigaddset(&handled, interrupt_signal());
 }
 
 void spine_fault_guard_interrupt(void) {
@@ -153,7 +157,10 @@ int spine_guarded_call(void (*body)(void *), void *ctx, spine_fault_t *fault) {
     spine_fault_guard_thread_init();
     fault->signal = 0;
     if (depth) atomic_fetch_add(depth, 1);
-    if (sigsetjmp(jump, 1)) {
+    /* No signal mask saved: that is a system call on every launch. A handler leaves by siglongjmp with
+     * the signal it ran for still blocked, so the way back unblocks it. */
+    if (sigsetjmp(jump, 0)) {
+        pthread_sigmask(SIG_UNBLOCK, &handled, NULL);
         active_fault = outer_fault;
         active_jump = outer_jump;
         if (depth) atomic_fetch_sub(depth, 1);
