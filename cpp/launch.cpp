@@ -490,8 +490,27 @@ class DirectLauncher {
 };
 
 /* The raw values of environment variables (None when unset), as one tuple: what the driver keys its
- * device index by, read without os.environ's per-variable Python work. */
+ * device index by, read without os.environ's per-variable Python work. triton asks on every launch, and a
+ * getenv per name scans the whole environment each time, so the answer is kept while the environment array
+ * holds the same entries: setenv, putenv and unsetenv (os.environ's writes among them) each change an
+ * entry's pointer or the array's length. */
+struct EnvironmentAnswer {
+    std::vector<char *> entries;      /* environ's entries when `values` was read */
+    PyObject *names = nullptr;        /* strong references, never released: a static py::object would be */
+    PyObject *values = nullptr;       /* released after the interpreter is gone */
+};
+static EnvironmentAnswer *const last_environment = new EnvironmentAnswer;
+
+static bool environment_unchanged(PyObject *names) {
+    size_t n = 0;
+    while (environ[n] != nullptr) n++;
+    const EnvironmentAnswer &last = *last_environment;
+    return last.names == names && last.entries.size() == n &&
+           std::memcmp(last.entries.data(), environ, n * sizeof(char *)) == 0;
+}
+
 py::tuple environment(py::tuple names) {
+    if (environment_unchanged(names.ptr())) return py::reinterpret_borrow<py::tuple>(last_environment->values);
     Py_ssize_t n = PyTuple_GET_SIZE(names.ptr());
     py::tuple out(n);
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -499,6 +518,11 @@ py::tuple environment(py::tuple names) {
         PyObject *item = value != nullptr && *value != 0 ? PyBytes_FromString(value) : Py_NewRef(Py_None);
         PyTuple_SET_ITEM(out.ptr(), i, item);
     }
+    size_t count = 0;
+    while (environ[count] != nullptr) count++;
+    last_environment->entries.assign(environ, environ + count);
+    Py_XSETREF(last_environment->names, Py_NewRef(names.ptr()));
+    Py_XSETREF(last_environment->values, Py_NewRef(out.ptr()));
     return out;
 }
 

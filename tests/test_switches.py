@@ -45,6 +45,30 @@ def test_compile_key_follows_the_environment(monkeypatch):
     assert switches.compile_key_values() != before
 
 
+def test_the_launch_fast_paths_environment_follows_every_change(monkeypatch):
+    """The extension keeps its last answer while the environment's entries stay the same (cpp/launch.cpp):
+    setting, replacing and removing a variable through os.environ each give a new one."""
+    import pytest
+    from spine.driver.launcher import launch_extension
+    extension = launch_extension()
+    if extension is None:
+        pytest.skip("no launch fast path on this machine")
+    names = ("SPINE_TEST_ENV_A", "SPINE_TEST_ENV_B")
+    monkeypatch.delenv(names[0], raising=False)
+    monkeypatch.delenv(names[1], raising=False)
+    assert extension.environment(names) == (None, None)
+    assert extension.environment(names) == (None, None)
+    monkeypatch.setenv(names[0], "1")
+    assert extension.environment(names) == (b"1", None)
+    monkeypatch.setenv(names[0], "2")
+    assert extension.environment(names) == (b"2", None)
+    monkeypatch.setenv(names[1], "x")
+    assert extension.environment(names) == (b"2", b"x")
+    assert extension.environment(names[:1]) == (b"2",)      # other names: read anew
+    monkeypatch.delenv(names[0])
+    assert extension.environment(names) == (None, b"x")
+
+
 def test_bad_values_say_what_was_expected(monkeypatch):
     import pytest
     monkeypatch.setenv("SPINE_NUM_THREADS", "lots")
