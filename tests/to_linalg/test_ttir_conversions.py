@@ -150,20 +150,26 @@ CHECK-SAME: iterator_types = ["parallel", "reduction", "parallel"]
 """)
 
 
+def transposed_pointers_32x32(base: str, column_stride: str, name: str) -> str:
+    """%<name>: the addresses of a 32 x 32 f32 matrix at `base` stored by columns, `column_stride` (a
+    tensor<1x32xi32> value) apart: element (i, j) at j * stride + i; from %row and %col."""
+    return f"""
+    %{name}_cols = arith.muli %col, {column_stride} : tensor<1x32xi32>
+    %{name}_rb = tt.broadcast %row : tensor<32x1xi32> -> tensor<32x32xi32>
+    %{name}_cb = tt.broadcast %{name}_cols : tensor<1x32xi32> -> tensor<32x32xi32>
+    %{name}_offs = arith.addi %{name}_rb, %{name}_cb : tensor<32x32xi32>
+    %{name}_s = tt.splat {base} : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
+    %{name} = tt.addptr %{name}_s, %{name}_offs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
+"""
+
+
 TRANSPOSED_DOT = """
 module MODULE_ATTRIBUTES{
   tt.func public @k(%p: !tt.ptr<f32>) {
     %r = tt.make_range {end = 32 : i32, start = 0 : i32} : tensor<32xi32>
     %row = tt.expand_dims %r {axis = 1 : i32} : tensor<32xi32> -> tensor<32x1xi32>
     %col = tt.expand_dims %r {axis = 0 : i32} : tensor<32xi32> -> tensor<1x32xi32>
-    %c32 = arith.constant dense<32> : tensor<1x32xi32>
-    %cols = arith.muli %col, %c32 : tensor<1x32xi32>
-    %rb = tt.broadcast %row : tensor<32x1xi32> -> tensor<32x32xi32>
-    %cb = tt.broadcast %cols : tensor<1x32xi32> -> tensor<32x32xi32>
-    %offs = arith.addi %rb, %cb : tensor<32x32xi32>
-    %s = tt.splat %p : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
-    %ptrs = tt.addptr %s, %offs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
-    %x = tt.load %ptrs : tensor<32x32x!tt.ptr<f32>>
+    %c32 = arith.constant dense<32> : tensor<1x32xi32>""" + transposed_pointers_32x32("%p", "%c32", "ptrs") + """    %x = tt.load %ptrs : tensor<32x32x!tt.ptr<f32>>
     %zero = arith.constant dense<0.0> : tensor<32x32xf32>
     %d = tt.dot %x, %x, %zero : tensor<32x32xf32> * tensor<32x32xf32> -> tensor<32x32xf32>
     tt.store %ptrs, %d : tensor<32x32x!tt.ptr<f32>>
@@ -202,14 +208,7 @@ TRANSPOSED_STORE = """
 module MODULE_ATTRIBUTES{
   tt.func public @k(%p: !tt.ptr<f32>, %q: !tt.ptr<f32>, %n: i32) {
     %c32 = arith.constant dense<32> : tensor<32x1xi32>""" + pointers_32x32("%p", "%c32") + """    %x = tt.load %ptrs : tensor<32x32x!tt.ptr<f32>>
-    %nr = tt.splat %n : i32 -> tensor<1x32xi32>
-    %cols = arith.muli %col, %nr : tensor<1x32xi32>
-    %rt = tt.broadcast %row : tensor<32x1xi32> -> tensor<32x32xi32>
-    %ct = tt.broadcast %cols : tensor<1x32xi32> -> tensor<32x32xi32>
-    %toffs = arith.addi %rt, %ct : tensor<32x32xi32>
-    %qs = tt.splat %q : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>>
-    %qp = tt.addptr %qs, %toffs : tensor<32x32x!tt.ptr<f32>>, tensor<32x32xi32>
-    %nrow = tt.splat %n : i32 -> tensor<32x1xi32>
+    %nr = tt.splat %n : i32 -> tensor<1x32xi32>""" + transposed_pointers_32x32("%q", "%nr", "qp") + """    %nrow = tt.splat %n : i32 -> tensor<32x1xi32>
     %rm = arith.cmpi slt, %row, %nrow : tensor<32x1xi32>
     %cm = arith.cmpi slt, %col, %nr : tensor<1x32xi32>
     %rmb = tt.broadcast %rm : tensor<32x1xi1> -> tensor<32x32xi1>
