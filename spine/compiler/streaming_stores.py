@@ -2,8 +2,8 @@
 
 A store to a line that is not in the cache first reads that line from memory (a read for ownership), then
 writes it back when it is evicted: a kernel streaming N bytes out moves 2N. x86's non-temporal stores
-write whole lines around the cache and skip the read: a row softmax or a vector add at the memory roof
-moves a third less. They pay off only when nobody reads the output soon, which is when the launch writes
+write whole lines around the cache and skip the read: at the memory roof a row softmax moves a third less,
+a vector add a quarter less. They pay off only when nobody reads the output soon, which is when the launch writes
 more than a cache keeps, and that is known only at launch time. So:
 
 - the conversion records a lower bound on the bytes each program stores (to_linalg/store.py);
@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from .entry import ENTRY_SYMBOL
 
 FLAG_SYMBOL = "spine_streaming_stores"
 MIN_VECTOR_BYTES = 16    # the narrowest non-temporal vector store (movntps xmm)
@@ -59,7 +61,7 @@ def with_streaming_stores(llvm_ir: str, written_args: tuple) -> str:
     streaming where the flag and the address allow. Returns the text unchanged when there are none."""
     lines = llvm_ir.split("\n")
     functions = _functions(lines)
-    if "spine_entry" not in functions:
+    if ENTRY_SYMBOL not in functions:
         return llvm_ir
     roots = _Roots(functions, frozenset(written_args))
     helpers, rewritten = {}, False
@@ -74,7 +76,7 @@ def with_streaming_stores(llvm_ir: str, written_args: tuple) -> str:
             rewritten = True
     if not rewritten:
         return llvm_ir
-    entry = functions["spine_entry"]
+    entry = functions[ENTRY_SYMBOL]
     entry.lines = [f"  call void @llvm.x86.sse.sfence()\n{line}" if line.strip().startswith("ret ") else line
                    for line in entry.lines]
     return _reassemble(lines, functions) + "\n" + _declarations(helpers, _next_metadata_id(llvm_ir))
@@ -137,7 +139,7 @@ class _Roots:
         text = function.defs.get(value)
         if text is None:
             return None
-        if function.name == "spine_entry":
+        if function.name == ENTRY_SYMBOL:
             slot = _argument_slot(function, text)
             if slot is not None:
                 return frozenset([slot]) if slot in self.written else None
@@ -154,7 +156,7 @@ class _Roots:
 
     def _parameter(self, function: _Function, position: int, visiting: set):
         """A parameter of an internal function: the union over its call sites."""
-        if function.name == "spine_entry":
+        if function.name == ENTRY_SYMBOL:
             return None
         call = re.compile(rf"call [^@]*@{re.escape(function.name)}\((.*)\)")
         found, calls = frozenset(), 0
