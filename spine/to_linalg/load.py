@@ -39,7 +39,7 @@ from .memory import (Window, each_unmasked_element, is_partial, mask_bytes, may_
                      spans, split_operands, tile_buffer, transpose_lanes)
 from .prefetch import prefetch_next_program
 from .tile_copy import copy_tile, transpose_block
-from .types import element_type, shape_of
+from .types import element_bytes, element_type, shape_of
 
 
 PAD_NAN = 2  # triton's PaddingOption
@@ -169,7 +169,6 @@ def _rows_past_window_unread(conv, result: ir.Value) -> bool:
         and smt_dot.reads_a_below_bound(use.owner.operation) for use in uses)
 
 
-
 def _in_layout_of(buffer: ir.Value, view_type: ir.Type) -> ir.Value:
     """The edge buffer cast to the in-place view's layout where they differ only in the offset (a dense
     view): both branches then yield one buffer type, and the tile's consumers are not compiled for fully
@@ -199,7 +198,7 @@ def _tile_bytes(ptr: st.PointerState) -> int:
     count = 1
     for n in ptr.shape:
         count *= n
-    return count * max(1, getattr(ptr.element_type, "width", 64) // 8)
+    return count * element_bytes(ptr.element_type)
 
 
 def _copied_tile(ptr: st.PointerState, window, fill: ir.Value, buffer=None, lanes: int = 0) -> ir.Value:

@@ -27,6 +27,7 @@ from mlir.dialects import arith, memref, scf
 
 from . import index_math as im
 from . import states as st
+from .types import element_bytes
 
 LINE_BYTES = 64          # a cache line of the x86 cores that prefetch here
 MAX_LINES = 256          # 16 KiB: past that the hardware prefetchers have a long stream to follow
@@ -51,7 +52,7 @@ def prefetch_next_program(conv, op, ptr: st.PointerState) -> None:
     if offset is None:
         return
     rows = ptr.shape[0] if len(ptr.shape) == 2 else 1
-    step = LINE_BYTES // _element_bytes(ptr)
+    step = LINE_BYTES // element_bytes(ptr.element_type)
     row_stride = im.as_value(ptr.strides[0]) if len(ptr.shape) == 2 else None
 
     def row(r):
@@ -88,10 +89,6 @@ def _feeds_reduction(op) -> bool:
     return False
 
 
-def _element_bytes(ptr: st.PointerState) -> int:
-    return max(1, getattr(ptr.element_type, "width", 64) // 8)
-
-
 def _lines_per_row(ptr: st.PointerState) -> Optional[int]:
     """Cache lines of one row of a tile whose rows are contiguous (1-D, or 2-D with unit column stride),
     or None when the tile is of another form, or too large to be worth it."""
@@ -99,7 +96,7 @@ def _lines_per_row(ptr: st.PointerState) -> Optional[int]:
         return None
     if len(ptr.shape) == 2 and _is(ptr.strides[0], 0):
         return None     # every row the same one
-    row_bytes = ptr.shape[-1] * _element_bytes(ptr)
+    row_bytes = ptr.shape[-1] * element_bytes(ptr.element_type)
     lines = -(-row_bytes // LINE_BYTES)
     rows = ptr.shape[0] if len(ptr.shape) == 2 else 1
     return lines if lines * rows <= MAX_LINES else None

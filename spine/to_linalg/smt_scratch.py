@@ -20,11 +20,11 @@ from mlir.dialects import memref
 from ..targets import STACK_TILE_BYTES
 from . import states as st
 from .smt_calls import lowers
-from .types import memref_of, pointee_type
+from .types import element_bytes, memref_of, pointee_type
 
 
 def _bytes(numel: int, elem: ir.Type) -> int:
-    return numel * max(1, getattr(elem, "width", 64) // 8)
+    return numel * element_bytes(elem)
 
 
 @lowers("scratch")

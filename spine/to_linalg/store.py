@@ -21,6 +21,7 @@ from .converter import handles
 from .memory import (Window, each_unmasked_element, is_partial, mask_bytes, may_view_whole_tile, pointer_view,
                      split_operands, tile_buffer, transpose_lanes)
 from .tile_copy import copy_by_blocks, transpose_block, transposed
+from .types import element_bytes
 
 STORE = "store to"  # how bounds-check failures name the access
 
@@ -117,16 +118,10 @@ def bytes_stored_per_program(tt_func) -> int:
         if op.operation.name == "tt.store":
             value = op.operation.operands[1].type
             if isinstance(value, ir.RankedTensorType) and value.has_static_shape:
-                total += math.prod(value.shape) * _element_bytes(value.element_type) * _repeats(op.operation)
+                total += math.prod(value.shape) * element_bytes(value.element_type) * _repeats(op.operation)
         return ir.WalkResult.ADVANCE
     tt_func.operation.walk(visit)
     return total
-
-
-def _element_bytes(element: ir.Type) -> int:
-    if isinstance(element, (ir.IntegerType, ir.FloatType)):
-        return max(1, element.width // 8)
-    return 8   # pointers
 
 
 def _repeats(op: ir.Operation) -> int:

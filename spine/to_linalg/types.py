@@ -34,6 +34,12 @@ def pointee_type(ty: ir.Type) -> ir.Type:
     return ir.Type.parse(text)
 
 
+def element_bytes(elem: ir.Type) -> int:
+    """Bytes of one element in memory: its width rounded up to a byte (i1 as a byte); 8 for a type without
+    one (a pointer)."""
+    return max(1, getattr(elem, "width", 64) // 8)
+
+
 def shape_of(ty: ir.Type) -> tuple:
     return tuple(ty.shape) if isinstance(ty, ir.RankedTensorType) else ()
 
