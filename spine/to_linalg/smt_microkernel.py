@@ -490,11 +490,10 @@ def _tile(plan: _Plan, ip, jp, k0, b_block, steps: int, first, last: bool = Fals
             vector.StoreOp(panels.convert(value, elem), into, [_c_index(plan, c_at, i)])
         return
     for r in range(rows):
-        branch = scf.IfOp(panels.below(r, valid))
-        with ir.InsertionPoint(branch.then_block):
+        def store_row(r=r):
             for i in range(r * plan.nv, (r + 1) * plan.nv):
                 vector.StoreOp(panels.convert(accs[i], elem), into, [_c_index(plan, c_at, i)])
-            scf.YieldOp([])
+        _if(panels.below(r, valid), store_row)
 
 
 def _c_index(plan: _Plan, c_at, i: int) -> ir.Value:
