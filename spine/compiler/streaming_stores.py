@@ -34,6 +34,7 @@ MIN_VECTOR_BYTES = 16    # the narrowest non-temporal vector store (movntps xmm)
 _NAME = r"%[-\w.$]+"
 _DEFINE = re.compile(r"^define [^@]*@([-\w.$]+)\((.*)\)[^{]*\{$")
 _ASSIGN = re.compile(rf"^\s+({_NAME}) = (.*)$")
+_CALL = re.compile(r"call [^@]*@([-\w.$]+)\((.*)\)")
 _STORE = re.compile(rf"^(\s+)store (<(\d+) x (\w+)>) (.+), ptr ({_NAME}), align (\d+)$")
 _ELEMENT_BYTES = {"i8": 1, "i16": 2, "half": 2, "bfloat": 2, "i32": 4, "float": 4, "i64": 8, "double": 8}
 
@@ -70,9 +71,9 @@ def with_streaming_stores(llvm_ir: str, written_args: tuple) -> str:
         for i in changed:
             function.lines[i] = _call_helper(function.lines[i], helpers)
         if changed:
-            function.lines[_first_instruction(function.lines):_first_instruction(function.lines)] = [
-                f"  %spine.flag = load i8, ptr @{FLAG_SYMBOL}, align 1",
-                "  %spine.streams = icmp ne i8 %spine.flag, 0"]
+            top = _first_instruction(function.lines)
+            function.lines[top:top] = [f"  %spine.flag = load i8, ptr @{FLAG_SYMBOL}, align 1",
+                                       "  %spine.streams = icmp ne i8 %spine.flag, 0"]
             rewritten = True
     if not rewritten:
         return llvm_ir
@@ -122,6 +123,7 @@ class _Roots:
     def __init__(self, functions: dict, written: frozenset):
         self.functions, self.written = functions, written
         self.memo = {}      # (function, value) -> its origins, for the values stores go through
+        self.calls = None   # callee name -> [(caller, argument list)], found on the first parameter met
 
     def of(self, function: _Function, value: str):
         key = (function.name, value)
@@ -158,22 +160,29 @@ class _Roots:
         """A parameter of an internal function: the union over its call sites."""
         if function.name == ENTRY_SYMBOL:
             return None
-        call = re.compile(rf"call [^@]*@{re.escape(function.name)}\((.*)\)")
-        found, calls = frozenset(), 0
-        for caller in self.functions.values():
-            for line in caller.lines:
-                match = call.search(line)
-                if not match:
-                    continue
-                calls += 1
-                args = _top_level_split(match.group(1))
-                if position >= len(args) or not args[position].split()[0] == "ptr":
-                    return None
-                roots = self._walk(caller, args[position].split()[-1], visiting)
-                if roots is None:
-                    return None
-                found |= roots
-        return found if calls else None
+        if self.calls is None:
+            self.calls = _call_sites(self.functions)
+        sites = self.calls.get(function.name, [])
+        found = frozenset()
+        for caller, args in sites:
+            if position >= len(args) or not args[position].split()[0] == "ptr":
+                return None
+            roots = self._walk(caller, args[position].split()[-1], visiting)
+            if roots is None:
+                return None
+            found |= roots
+        return found if sites else None
+
+
+def _call_sites(functions: dict) -> dict:
+    """Callee name -> [(calling function, its argument list)] over the module's direct calls."""
+    sites = {}
+    for caller in functions.values():
+        for line in caller.lines:
+            match = _CALL.search(line)
+            if match:
+                sites.setdefault(match.group(1), []).append((caller, _top_level_split(match.group(2))))
+    return sites
 
 
 def _pointer_sources(text: str):
