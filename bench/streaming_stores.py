@@ -2,9 +2,10 @@
 
     .venv/bin/python bench/streaming_stores.py [--threads N] [--rounds R]
 
-Each kernel is compiled twice, with SPINE_STREAMING_STORES_MB=0 (stores as before) and with the default,
-and the two builds and torch's kernel run in turn, R rounds of 20 calls each. Prints, per kernel, the best
-and median time of each and the ratios of the best times (torch / Spine: above 1, Spine is faster)."""
+Each row of bench/run.py's memory_bound_rows runs with SPINE_STREAMING_STORES_MB=0 (stores as before) and
+with the default, which, being a compile switch, gives two builds of its kernel, and torch's kernel; the
+three run in turn, R rounds of 20 calls each. Prints, per kernel, the best and median time of each and the
+ratios of the best times (torch / Spine: above 1, Spine is faster)."""
 from __future__ import annotations
 
 import argparse
@@ -18,36 +19,11 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
 
-def cases():
-    import torch
-    import run
-    from tests.kernels import add_kernel, softmax_kernel
-    layer_norm_kernel, gelu_kernel = run.kernels()
-    n, rows, cols = 1 << 24, 8192, 1000
-    x, y, out = torch.rand(n), torch.rand(n), torch.empty(n)
-    a, b = torch.randn(rows, cols), torch.empty(rows, cols)
-    w, bias = torch.randn(cols), torch.randn(cols)
-    g, gout = torch.randn(n), torch.empty(n)
-    return {
-        "vector add fp32 n=16777216": (add_kernel.fn, lambda k: k[(n // 4096,)](x, y, out, n, BLOCK=4096),
-                                       lambda: torch.add(x, y, out=out)),
-        "softmax fp32 8192x1000": (softmax_kernel.fn,
-                                   lambda k: k[(rows,)](b, a, a.stride(0), b.stride(0), cols, BLOCK=1024),
-                                   lambda: torch.ops.aten._softmax.out(a, 1, False, out=b)),
-        "layer norm fp32 8192x1000": (layer_norm_kernel.fn,
-                                      lambda k: k[(rows,)](a, w, bias, b, a.stride(0), cols, 1e-5, BLOCK=1024),
-                                      lambda: torch.nn.functional.layer_norm(a, (cols,), w, bias, 1e-5)),
-        "GELU (erf) fp32 n=16777216": (gelu_kernel.fn, lambda k: k[(n // 4096,)](g, gout, n, BLOCK=4096),
-                                       lambda: torch.ops.aten.gelu.out(g, out=gout)),
-    }
-
-
-def build(fn, call, streaming_mb: str):
-    import triton
-    os.environ["SPINE_STREAMING_STORES_MB"] = streaming_mb
-    kernel = triton.jit(fn)
-    call(kernel)
-    return kernel
+def with_streaming(megabytes: str, call):
+    def run():
+        os.environ["SPINE_STREAMING_STORES_MB"] = megabytes
+        call()
+    return run
 
 
 def main() -> None:
@@ -56,28 +32,30 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     args = parser.parse_args()
     os.environ["SPINE_NUM_THREADS"] = str(args.threads)
-    os.environ["TRITON_ALWAYS_COMPILE"] = "1"   # the two builds differ only in a compile switch
     import torch
     import triton
+    from run import memory_bound_rows
     from spine.driver import CPUDriver
     torch.set_num_threads(args.threads)
     triton.runtime.driver.set_active(CPUDriver(target="host"))
     print(f"| kernel ({args.threads} threads) | stores as before | streaming | torch | torch / before | "
           "torch / streaming |")
     print("|---|---|---|---|---|---|")
-    for name, (fn, call, torch_call) in cases().items():
-        before, streaming = build(fn, call, "0"), build(fn, call, "16")
-        times = {"before": [], "streaming": [], "torch": []}
-        runs = (("before", lambda: call(before)), ("streaming", lambda: call(streaming)), ("torch", torch_call))
+    for row in memory_bound_rows("host", quick=False):
+        runs = {"before": with_streaming("0", row.spine), "streaming": with_streaming("16", row.spine),
+                "torch": row.torch}
+        for run in runs.values():
+            run()
+        times = {label: [] for label in runs}
         for _ in range(args.rounds):
-            for label, run_once in runs:
+            for label, run in runs.items():
                 start = time.perf_counter()
                 for _ in range(20):
-                    run_once()
+                    run()
                 times[label].append((time.perf_counter() - start) / 20 * 1e3)
         best = {label: min(values) for label, values in times.items()}
         cells = [f"{best[label]:.2f} ms (median {statistics.median(times[label]):.2f})" for label in times]
-        print(f"| {name} | {' | '.join(cells)} | {best['torch'] / best['before']:.2f} | "
+        print(f"| {row.name} | {' | '.join(cells)} | {best['torch'] / best['before']:.2f} | "
               f"{best['torch'] / best['streaming']:.2f} |")
 
 
