@@ -34,6 +34,8 @@ class CPUOptions:
     dump_path: str = ""
     # proton scopes in kernels become profile records (instrumentation on, TRITON_DISABLE_PROTON unset)
     proton_scopes: bool = False
+    # x86: launches whose programs store at least this many MiB stream their stores (0: never)
+    streaming_stores_mb: int = 16
     # True: every load copies its tile (the variant the launcher falls back to when read-only arguments
     # overlap written memory); False: loads from never-written arguments read in place.
     alias_safe: bool = False
@@ -51,4 +53,5 @@ class CPUOptions:
 def environment_switches() -> dict:
     """The options that environment switches set (see switches.py); they change what a compile produces."""
     from . import switches
-    return {"dump_path": switches.DUMP_PATH.get(), "proton_scopes": switches.proton_scopes()}
+    return {"dump_path": switches.DUMP_PATH.get(), "proton_scopes": switches.proton_scopes(),
+            "streaming_stores_mb": switches.STREAMING_STORES_MB.get()}

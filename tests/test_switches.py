@@ -74,3 +74,44 @@ def test_bad_values_say_what_was_expected(monkeypatch):
     monkeypatch.setenv("SPINE_NUM_THREADS", "lots")
     with pytest.raises(ValueError, match="SPINE_NUM_THREADS='lots': expected a positive integer"):
         switches.NUM_THREADS.get()
+
+
+# A value other than the default for every compile-affecting switch, and the target it matters for.
+_OTHER_VALUES = {
+    "SPINE_TARGET": ("host", None),
+    "SPINE_HOST_CPU": ("x86-64-v3", "host"),
+    "SPINE_HOST_FEATURES": ("+avx2,+fma", "host"),
+    "SPINE_RISCV_CPU": ("sifive-x280", "riscv64"),
+    "SPINE_RISCV_FEATURES": ("+64bit,+m,+a,+f,+d,+c,+v", "riscv64"),
+    "SPINE_TRITON_DUMP_PATH": ("/tmp/spine-dump", None),
+    "TRITON_DISABLE_PROTON": ("1", None),
+    "SPINE_STREAMING_STORES_MB": ("0", "host"),
+}
+# Changes which loaded kernels a process keeps, not what a compile produces (see its description).
+_LOAD_ONLY = {"SPINE_REMOTE"}
+
+
+def _disk_key() -> tuple:
+    """What triton's on-disk cache key takes from the backend: its hash and the parsed options' hash."""
+    from spine.compiler.backend import CPUBackend
+    from spine.driver import CPUDriver
+    backend = CPUBackend(CPUDriver().get_current_target())
+    return backend.hash(), backend.parse_options({}).hash()
+
+
+def test_every_compile_switch_changes_the_on_disk_cache_key(monkeypatch):
+    """A switch in the in-process key but not on disk would load, from the cache, a kernel built under
+    another value of it."""
+    import triton.profiler.flags as proton_flags
+    compile_switches = {s.name for s in switches.ALL if s.compile_key} - _LOAD_ONLY
+    assert compile_switches == set(_OTHER_VALUES)
+    monkeypatch.setattr(proton_flags.flags, "instrumentation_on", True)   # TRITON_DISABLE_PROTON matters
+    for name, (value, target) in _OTHER_VALUES.items():
+        with monkeypatch.context() as m:
+            for other in _OTHER_VALUES:
+                m.delenv(other, raising=False)
+            if target:
+                m.setenv("SPINE_TARGET", target)
+            before = _disk_key()
+            m.setenv(name, value)
+            assert _disk_key() != before, name

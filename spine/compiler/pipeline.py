@@ -76,11 +76,10 @@ def make_so(llir: str, metadata, options):
 def _streaming_programs(metadata, options) -> int:
     """From how many programs a launch's stores stream; 0: never. x86 only: RISC-V's non-temporal hints
     (Zihintntl) are not in the cores Spine targets."""
-    from .. import switches
     from .streaming_stores import streaming_programs
     if not options.triple.startswith("x86_64"):
         return 0
-    return streaming_programs(metadata["spine_stored_bytes_per_program"], switches.STREAMING_STORES_MB.get() << 20)
+    return streaming_programs(metadata["spine_stored_bytes_per_program"], options.streaming_stores_mb << 20)
 
 
 def codegen_with_fallbacks(kernel: str, llir: str, entry: str, options, written_args: tuple = ()):
