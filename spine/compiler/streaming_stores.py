@@ -19,8 +19,12 @@ more than a cache keeps, and that is known only at launch time. So:
 Why after O3, on the IR text: LLVM's loop vectoriser gives up on a loop with a non-temporal store it cannot
 prove aligned to the vector width, and nothing in a kernel is. MLIR and llvmlite have no API to edit LLVM
 instructions; the text is regular enough at this point (one instruction per line, SSA names) for the few
-shapes matched here, and anything not matched is left as it is. Non-temporal stores are weakly ordered, so
-the entry point ends with an sfence before the grid runtime reports the program done."""
+shapes matched here, and anything not matched is left as it is.
+
+Non-temporal stores are weakly ordered. The grid runtime fences them once per thread and launch, before the
+thread reports its share done (cpp/grid.c); a program's own later loads see its stores without a fence. Only
+a module with atomics, through which one program may hand another its stores within a launch, also ends each
+program with an sfence."""
 from __future__ import annotations
 
 import re
@@ -36,6 +40,7 @@ _DEFINE = re.compile(r"^define [^@]*@([-\w.$]+)\((.*)\)[^{]*\{$")
 _ASSIGN = re.compile(rf"^\s+({_NAME}) = (.*)$")
 _CALL = re.compile(r"call [^@]*@([-\w.$]+)\((.*)\)")
 _STORE = re.compile(rf"^(\s+)store (<(\d+) x (\w+)>) (.+), ptr ({_NAME}), align (\d+)$")
+_ATOMIC = re.compile(r"^\s+(?:%[-\w.$]+ = )?(?:atomicrmw|cmpxchg|fence|load atomic|store atomic)\b", re.M)
 _ELEMENT_BYTES = {"i8": 1, "i16": 2, "half": 2, "bfloat": 2, "i32": 4, "float": 4, "i64": 8, "double": 8}
 
 
@@ -77,9 +82,10 @@ def with_streaming_stores(llvm_ir: str, written_args: tuple) -> str:
             rewritten = True
     if not rewritten:
         return llvm_ir
-    entry = functions[ENTRY_SYMBOL]
-    entry.lines = [f"  call void @llvm.x86.sse.sfence()\n{line}" if line.strip().startswith("ret ") else line
-                   for line in entry.lines]
+    if _ATOMIC.search(llvm_ir):
+        entry = functions[ENTRY_SYMBOL]
+        entry.lines = [f"  call void @llvm.x86.sse.sfence()\n{line}" if line.strip().startswith("ret ") else line
+                       for line in entry.lines]
     return _reassemble(lines, functions) + "\n" + _declarations(helpers, _next_metadata_id(llvm_ir))
 
 
