@@ -22,9 +22,10 @@ instructions; the text is regular enough at this point (one instruction per line
 shapes matched here, and anything not matched is left as it is.
 
 Non-temporal stores are weakly ordered. The grid runtime fences them once per thread and launch, before the
-thread reports its share done (cpp/grid.c); a program's own later loads see its stores without a fence. Only
-a module with atomics, through which one program may hand another its stores within a launch, also ends each
-program with an sfence."""
+thread reports its share done (cpp/grid.c); a program's own later loads see its stores without a fence.
+Within a launch, a program may publish its stores to another only through an atomic: an sfence goes before
+each atomic write and each fence, since x86's locked instructions are not documented to order non-temporal
+stores on every vendor's cores."""
 from __future__ import annotations
 
 import re
@@ -40,7 +41,8 @@ _DEFINE = re.compile(r"^define [^@]*@([-\w.$]+)\((.*)\)[^{]*\{$")
 _ASSIGN = re.compile(rf"^\s+({_NAME}) = (.*)$")
 _CALL = re.compile(r"call [^@]*@([-\w.$]+)\((.*)\)")
 _STORE = re.compile(rf"^(\s+)store (<(\d+) x (\w+)>) (.+), ptr ({_NAME}), align (\d+)$")
-_ATOMIC = re.compile(r"^\s+(?:%[-\w.$]+ = )?(?:atomicrmw|cmpxchg|fence|load atomic|store atomic)\b", re.M)
+# Instructions through which a program may publish its earlier stores to other programs of the launch.
+_PUBLISHES = re.compile(r"^\s+(?:%[-\w.$]+ = )?(?:atomicrmw|cmpxchg|fence|store atomic)\b")
 _ELEMENT_BYTES = {"i8": 1, "i16": 2, "half": 2, "bfloat": 2, "i32": 4, "float": 4, "i64": 8, "double": 8}
 
 
@@ -82,10 +84,9 @@ def with_streaming_stores(llvm_ir: str, written_args: tuple) -> str:
             rewritten = True
     if not rewritten:
         return llvm_ir
-    if _ATOMIC.search(llvm_ir):
-        entry = functions[ENTRY_SYMBOL]
-        entry.lines = [f"  call void @llvm.x86.sse.sfence()\n{line}" if line.strip().startswith("ret ") else line
-                       for line in entry.lines]
+    for function in functions.values():
+        function.lines = [f"  call void @llvm.x86.sse.sfence()\n{line}" if _PUBLISHES.match(line) else line
+                          for line in function.lines]
     return _reassemble(lines, functions) + "\n" + _declarations(helpers, _next_metadata_id(llvm_ir))
 
 
