@@ -74,6 +74,16 @@ def prefetches_next_program(triple: str, cpu: str) -> bool:
     return bool(cpu) and not cpu.startswith(_AMD_CPU_PREFIXES + _GENERIC_CPU_PREFIXES)
 
 
+def has_fused_multiply_add(triple: str, cpu: str, features: str) -> bool:
+    """Whether code built for `cpu` may use fused multiply-add instructions: every RISC-V core with F; on x86
+    all but the CPUs known to lack them (a level or feature string without FMA: x86-64-v2, Sandy Bridge). An
+    x86 name not in _X86_CPU_LEVELS, with no feature string, is taken to have them."""
+    if not triple.startswith(("x86_64", "i686")):
+        return True
+    known = cpu in _X86_CPU_LEVELS or any(f.lstrip("+-") == "fma" for f in features.split(","))
+    return "+fma" in cpu_features(triple, cpu, features) or not known
+
+
 @dataclass(frozen=True)
 class Target:
     name: str          # "riscv64" or "host"

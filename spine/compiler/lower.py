@@ -112,13 +112,17 @@ class LoweringChoices:
     # exp scales by 2^k with llvm.ldexp, one instruction on AVX-512 (vscalefps); elsewhere LLVM would call
     # the C library's ldexpf element by element (math_expansion.expand_exp).
     ldexp_scaling: bool = False
+    # The CPU has fused multiply-add instructions (every RISC-V core with F; x86 from Haswell and Piledriver
+    # on): math expansions use them, and multiply and add otherwise (math_expansion.expand_math).
+    fused_multiply_add: bool = True
 
     @classmethod
     def for_target(cls, triple: str, debug: bool = False, cpu: str = "", features: str = "") -> "LoweringChoices":
-        from ..targets import cpu_features
+        from ..targets import cpu_features, has_fused_multiply_add
         riscv = triple.startswith("riscv")
         avx512 = not riscv and "+avx512f" in cpu_features(triple, cpu, features)
-        return cls(inline_copies=riscv, short_chains=not riscv, line_tables=debug, ldexp_scaling=avx512)
+        return cls(inline_copies=riscv, short_chains=not riscv, line_tables=debug, ldexp_scaling=avx512,
+                   fused_multiply_add=has_fused_multiply_add(triple, cpu, features))
 
 
 def lower(linalg_text: str, choices: LoweringChoices = LoweringChoices()) -> str:
@@ -145,7 +149,7 @@ def lower(linalg_text: str, choices: LoweringChoices = LoweringChoices()) -> str
         store_products_in_place(module)
         _run(module, TO_LOOPS)
         split_loops_at_bounds(module)
-        expand_math(module, choices.short_chains, choices.ldexp_scaling)
+        expand_math(module, choices.short_chains, choices.ldexp_scaling, choices.fused_multiply_add)
         if "bf16" in linalg_text:
             _run(module, BF16_TO_INTEGER_OPS)
         if parallel:

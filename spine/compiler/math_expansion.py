@@ -106,7 +106,14 @@ def _add(a, b): return arith.AddFOp(a, b).result
 def _sub(a, b): return arith.SubFOp(a, b).result
 def _mul(a, b): return arith.MulFOp(a, b).result
 def _div(a, b): return arith.DivFOp(a, b).result
-def _fma(a, b, c): return math.FmaOp(a, b, c).result
+
+
+def _fma(a, b, c):
+    op = math.FmaOp(a, b, c)
+    op.operation.attributes[SPLITTABLE] = ir.UnitAttr.get()
+    return op.result
+
+
 def _sel(c, a, b): return arith.SelectOp(c, a, b).result
 def _cmp(pred, a, b): return arith.CmpFOp(getattr(arith.CmpFPredicate, pred), a, b).result
 
@@ -396,14 +403,23 @@ UNARY = {"math.exp": expand_exp, "math.erf": expand_erf, "math.log": expand_log,
 BINARY = {"math.powf": expand_powf}
 
 
-def expand_math(module, short_chains: bool = False, ldexp: bool = False) -> None:
+# Marks the expansions' own multiply-adds. They are fused where the CPU has FMA instructions, and a multiply
+# and an add where it has not (x86 before Haswell and Piledriver): an exact math.fma there is a call of the C
+# library's fmaf per element. Each algorithm above stays within its bound either way; the fused
+# multiply-adds of other ops (directed rounding, error-free products) need their one rounding and are never
+# split.
+SPLITTABLE = "spine.splittable_fma"
+
+
+def expand_math(module, short_chains: bool = False, ldexp: bool = False, fused: bool = True) -> None:
     """Replace every scalar f32 math op listed in UNARY and BINARY by its expansion.
 
     `short_chains`: evaluate exp's polynomial in Estrin's form, for out-of-order cores, where a vectorised
     loop of exp is limited by its chain of dependent operations (softmax 15-20 % faster on x86-64);
     otherwise in Horner's, the fewest instructions.
     `ldexp`: exp scales its result by 2^k with llvm.ldexp (AVX-512's vscalefps: one instruction, one
-    rounding into the subnormal range) instead of two multiplications by powers of two built from bits."""
+    rounding into the subnormal range) instead of two multiplications by powers of two built from bits.
+    `fused`: the target has fused multiply-add instructions; without, the expansions multiply and add."""
     poly = _estrin if short_chains else _horner
 
     def scalar_f32_math(op) -> bool:
@@ -416,4 +432,12 @@ def expand_math(module, short_chains: bool = False, ldexp: bool = False) -> None
             else:
                 value = (UNARY[name] if name in UNARY else BINARY[name])(*op.operands)
         op.results[0].replace_all_uses_with(value)
+        op.erase()
+    for op in collect_ops(module, lambda op: op.name == "math.fma" and SPLITTABLE in op.attributes):
+        if fused:
+            del op.attributes[SPLITTABLE]
+            continue
+        with ir.InsertionPoint(op), op.location:
+            a, b, c = op.operands
+            op.results[0].replace_all_uses_with(_add(_mul(a, b), c))
         op.erase()

@@ -1,5 +1,7 @@
 """f32 math becomes vector code (no C library call in the loop) within 2 ulp of the exact result (torch in
 float64, rounded), on random and edge inputs: zeros, subnormals, huge values, infinities, NaN."""
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -88,6 +90,47 @@ def test_unary_math_within_two_ulp(target, op):
     assert_vector_code(compiled)
 
 
+@pytest.mark.parametrize("op", sorted(REFERENCE))
+def test_math_without_fma_instructions_multiplies_and_adds(monkeypatch, fresh_cache, op):
+    """Built for a CPU without FMA (x86-64-v2), the expansions' multiply-adds are a multiply and an add, not
+    a call of the C library's fmaf per element, and the results stay within 2 ulp."""
+    from tests.cpu_features import host_runs
+    from spine.driver import CPUDriver
+    if not host_runs("x86-64-v2"):
+        pytest.skip("this machine cannot run x86-64-v2 code")
+    monkeypatch.setenv("SPINE_HOST_CPU", "x86-64-v2")
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    x = inputs("host")
+    out, compiled = run(op, x)
+    assert "llvm.intr.fma" not in compiled.asm["llir"] and "@llvm.fma" not in compiled.asm["llir"]
+    reference = REFERENCE[op](x).double() if op == "sigmoid" else REFERENCE[op](x.double())
+    err = ulp_error(out, reference)
+    worst = int(err.argmax())
+    assert err.max() <= 2.0, (x[worst].item(), out[worst].item(), REFERENCE[op](x.double())[worst].item())
+
+
+def test_a_kernels_own_fma_stays_fused_without_fma_instructions():
+    """tl.fma promises one rounding: without FMA instructions it stays llvm.fma (the C library's fmaf)."""
+    from spine.compiler.lower import LoweringChoices, lower
+    from spine.driver import CPUDriver
+
+    @triton.jit
+    def fma_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs)
+        tl.store(out_ptr + offs, tl.fma(x, x, tl.exp(x)))
+
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    x = torch.randn(64)
+    compiled = fma_kernel[(1,)](x, torch.empty_like(x), BLOCK=64)
+    md = compiled.metadata
+    for cpu, expansion_fmas in (("x86-64-v2", False), ("x86-64-v3", True)):
+        choices = LoweringChoices.for_target(md.triple, False, cpu, "")
+        assert choices.fused_multiply_add == expansion_fmas
+        fmas = len(re.findall(r"call [^@]*@llvm\.fma\.", lower(compiled.asm["linalg"], choices)))
+        assert fmas == 1 if cpu == "x86-64-v2" else fmas > 1, (cpu, fmas)
+
+
 def test_erf_across_its_branches(target):
     """erf is two fits joined at |x| = 1 and saturated at 3.95: a dense sweep of [-4.5, 4.5] and the
     neighbours of both joins stay within 1.5 ulp (the worst case of a float32 model of the expansion, on
@@ -118,15 +161,20 @@ def test_pow_within_two_ulp(target):
 
 
 def test_math_loops_are_vectorised_on_the_host(monkeypatch, tmp_path):
-    """The host's loop of erf/sin/log is vector code (ymm or zmm registers), with no call in it."""
+    """The host's loop of erf/sin/log is vector code, with no call in it: ymm or zmm registers where the
+    CPU has AVX, packed SSE operations on xmm registers where it has not (SPINE_HOST_CPU=x86-64-v2)."""
     from spine.driver import CPUDriver
+    from spine.targets import cpu_features, target_from_name
     monkeypatch.setenv("SPINE_TRITON_DUMP_PATH", str(tmp_path))
     triton.runtime.driver.set_active(CPUDriver(target="host"))
+    host = target_from_name("host")
+    has_avx = "+avx2" in cpu_features(host.triple, host.cpu, host.features)
+    vector_code = re.compile(r"%[yz]mm" if has_avx else r"\s(?:add|sub|mul|div|max|min|and)p[sd]\s+%xmm")
     x = torch.randn(4096)
     for op in ("erf", "sin", "log"):
         _, compiled = run(op, x.abs() + 0.5)
         asm = (tmp_path / "math_kernel.s").read_text()
-        assert "ymm" in asm or "zmm" in asm, op
+        assert vector_code.search(asm), op
         assert not [line for line in asm.splitlines() if "call" in line and "mem" not in line], op
 
 
