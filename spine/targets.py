@@ -29,6 +29,7 @@ _X86_CPU_LEVELS = {
     "sapphirerapids": "x86-64-v4", "emeraldrapids": "x86-64-v4", "graniterapids": "x86-64-v4",
     "alderlake": "x86-64-v3", "raptorlake": "x86-64-v3", "meteorlake": "x86-64-v3", "arrowlake": "x86-64-v3",
     "haswell": "x86-64-v3", "broadwell": "x86-64-v3", "skylake": "x86-64-v3",
+    "sandybridge": "x86-64-v2", "ivybridge": "x86-64-v2", "westmere": "x86-64-v2", "nehalem": "x86-64-v2",
     "x86-64-v4": "x86-64-v4", "x86-64-v3": "x86-64-v3", "x86-64-v2": "x86-64-v2", "x86-64": "x86-64",
 }
 # RISC-V CPUs whose own features include V.

@@ -109,6 +109,17 @@ def test_math_without_fma_instructions_multiplies_and_adds(monkeypatch, fresh_ca
     assert err.max() <= 2.0, (x[worst].item(), out[worst].item(), REFERENCE[op](x.double())[worst].item())
 
 
+@pytest.mark.parametrize("cpu,features,fused", [
+    ("x86-64-v2", "", False), ("sandybridge", "", False), ("ivybridge", "", False), ("x86-64-v3", "-fma", False),
+    ("x86-64-v3", "", True), ("haswell", "", True), ("znver4", "", True), ("x86-64-v2", "+fma", True),
+    ("some-future-core", "", True)])
+def test_which_x86_cpus_have_fused_multiply_add(cpu, features, fused):
+    """A name Spine does not know is taken to have FMA: LLVM then decides, as before."""
+    from spine.targets import has_fused_multiply_add
+    assert has_fused_multiply_add("x86_64-unknown-linux-gnu", cpu, features) is fused
+    assert has_fused_multiply_add("riscv64-unknown-linux-gnu", "generic-rv64", "")
+
+
 def test_a_kernels_own_fma_stays_fused_without_fma_instructions():
     """tl.fma promises one rounding: without FMA instructions it stays llvm.fma (the C library's fmaf)."""
     from spine.compiler.lower import LoweringChoices, lower
