@@ -25,6 +25,16 @@ def defining_op(value):
     return None if isinstance(owner, ir.Block) else owner.operation
 
 
+def constant_int(value):
+    """The integer `value` is when an arith.constant defines it; None otherwise."""
+    from mlir import ir
+    op = defining_op(value)
+    if op is None or op.name != "arith.constant":
+        return None
+    attribute = op.attributes["value"]
+    return attribute.value if isinstance(attribute, ir.IntegerAttr) else None
+
+
 def offsets_sizes_strides(op) -> tuple:
     """(offsets, sizes, strides) of a subview or reinterpret_cast: each a list of static numbers, with the
     SSA value in place of each dynamic one (operands: source, then the dynamic offsets, sizes, strides)."""

@@ -32,7 +32,7 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, scf
 
-from .ir_walk import collect_ops, defining_op
+from .ir_walk import collect_ops, constant_int, defining_op
 
 MAX_SPLITS = 2
 CASTS = ("arith.index_cast", "arith.index_castui")
@@ -115,15 +115,7 @@ def _no_wrap(loop, width: int, offset) -> ir.Value:
 def _splittable_loop(op) -> bool:
     if op.name != "scf.for" or len(op.results) or len(op.operands) != 3:
         return False
-    step = defining_op(op.operands[2])
-    return step is not None and step.name == "arith.constant" and _constant_int(step) == 1
-
-
-def _constant_int(op) -> Optional[int]:
-    try:
-        return ir.IntegerAttr(op.attributes["value"]).value
-    except (KeyError, ValueError):
-        return None
+    return constant_int(op.operands[2]) == 1
 
 
 def _inside(op, ancestor) -> bool:
@@ -189,18 +181,15 @@ def _guarded(shape: tuple, loop) -> bool:
     cast, offset = shape
     if cast is None:
         return False
-    bounds = [defining_op(v) for v in loop.operands[:2]]
-    if offset is not None or any(b is None or b.name != "arith.constant" for b in bounds):
-        return True
-    lo, hi = (_constant_int(b) for b in bounds)
-    return lo is None or hi is None or not 0 <= lo <= hi < 2 ** (cast - 1)
+    lo, hi = (constant_int(v) for v in loop.operands[:2])
+    return offset is not None or lo is None or hi is None or not 0 <= lo <= hi < 2 ** (cast - 1)
 
 
 def _unsigned_safe(shape: tuple, loop) -> bool:
     """An unsigned comparison reads the index as itself when the index is never negative and carries no
     offset (an offset could wrap it below zero)."""
-    lb = defining_op(loop.operands[0])
-    return shape[1] is None and lb is not None and lb.name == "arith.constant" and (_constant_int(lb) or 0) >= 0
+    lb = constant_int(loop.operands[0])
+    return shape[1] is None and lb is not None and lb >= 0
 
 
 def _walk(loop) -> list:

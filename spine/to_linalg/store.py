@@ -11,6 +11,7 @@ import math
 from mlir import ir
 from mlir.dialects import bufferization, memref, scf, tensor
 
+from ..compiler.ir_walk import constant_int
 from . import bounds
 from . import builders as b
 from . import index_math as im
@@ -130,16 +131,9 @@ def _repeats(op: ir.Operation) -> int:
     parent = op.parent
     while parent is not None and parent.name != "tt.func":
         if parent.name == "scf.for":
-            lower, upper, step = (_constant(v) for v in list(parent.operands)[:3])
+            lower, upper, step = (constant_int(v) for v in list(parent.operands)[:3])
             if None not in (lower, upper, step) and step > 0:
                 count *= max(0, -(-(upper - lower) // step))
         parent = parent.parent
     return count
 
-
-def _constant(value: ir.Value):
-    owner = value.owner
-    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
-        return None
-    attribute = owner.attributes["value"]
-    return attribute.value if isinstance(attribute, ir.IntegerAttr) else None
