@@ -501,16 +501,22 @@ struct EnvironmentAnswer {
 };
 static EnvironmentAnswer *const last_environment = new EnvironmentAnswer;
 
-static bool environment_unchanged(PyObject *names) {
+static size_t environment_entries() {
     size_t n = 0;
     while (environ[n] != nullptr) n++;
+    return n;
+}
+
+static bool environment_unchanged(PyObject *names, size_t n) {
     const EnvironmentAnswer &last = *last_environment;
     return last.names == names && last.entries.size() == n &&
            std::memcmp(last.entries.data(), environ, n * sizeof(char *)) == 0;
 }
 
 py::tuple environment(py::tuple names) {
-    if (environment_unchanged(names.ptr())) return py::reinterpret_borrow<py::tuple>(last_environment->values);
+    size_t entries = environment_entries();
+    if (environment_unchanged(names.ptr(), entries))
+        return py::reinterpret_borrow<py::tuple>(last_environment->values);
     Py_ssize_t n = PyTuple_GET_SIZE(names.ptr());
     py::tuple out(n);
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -518,9 +524,7 @@ py::tuple environment(py::tuple names) {
         PyObject *item = value != nullptr && *value != 0 ? PyBytes_FromString(value) : Py_NewRef(Py_None);
         PyTuple_SET_ITEM(out.ptr(), i, item);
     }
-    size_t count = 0;
-    while (environ[count] != nullptr) count++;
-    last_environment->entries.assign(environ, environ + count);
+    last_environment->entries.assign(environ, environ + entries);
     Py_XSETREF(last_environment->names, Py_NewRef(names.ptr()));
     Py_XSETREF(last_environment->values, Py_NewRef(out.ptr()));
     return out;
