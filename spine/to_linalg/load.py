@@ -21,6 +21,8 @@ With debug=True every access is first checked against its argument's extent (bou
 """
 from __future__ import annotations
 
+import math
+
 from mlir import ir
 from mlir.dialects import arith, bufferization, linalg, memref, scf, tensor
 
@@ -195,10 +197,7 @@ def conv_entry_block(argument: ir.Value) -> ir.Block:
 
 
 def _tile_bytes(ptr: st.PointerState) -> int:
-    count = 1
-    for n in ptr.shape:
-        count *= n
-    return count * element_bytes(ptr.element_type)
+    return math.prod(ptr.shape) * element_bytes(ptr.element_type)
 
 
 def _copied_tile(ptr: st.PointerState, window, fill: ir.Value, buffer=None, lanes: int = 0) -> ir.Value:
