@@ -25,6 +25,23 @@ def defining_op(value):
     return None if isinstance(owner, ir.Block) else owner.operation
 
 
+def inside(op, ancestor) -> bool:
+    """Whether `op` is `ancestor` or nested in one of its regions."""
+    while op is not None:
+        if op == ancestor:
+            return True
+        op = op.parent
+    return False
+
+
+def defined_outside(value, op) -> bool:
+    """Whether `value` is defined outside `op` (so it is the same in every run of op's regions)."""
+    owner = defining_op(value)
+    if owner is None:
+        return not inside(value.owner.owner, op)
+    return not inside(owner, op)
+
+
 def constant_int(value):
     """The integer `value` is when an arith.constant defines it; None otherwise."""
     from mlir import ir
@@ -48,3 +65,35 @@ def offsets_sizes_strides(op) -> tuple:
         static = list(ir.DenseI64ArrayAttr(op.attributes[name]))
         groups.append([next(operands) if n == marker else n for n in static])
     return tuple(groups)
+
+
+def at_origin(subview) -> bool:
+    """Whether a subview starts at index 0 in every dimension and steps by 1."""
+    from mlir import ir
+    return all(v == 0 for v in ir.DenseI64ArrayAttr(subview.attributes["static_offsets"])) and \
+        all(v == 1 for v in ir.DenseI64ArrayAttr(subview.attributes["static_strides"]))
+
+
+def view_sizes(op) -> list:
+    """The sizes of a subview or reinterpret_cast (static numbers, or the SSA values of dynamic ones)."""
+    return offsets_sizes_strides(op)[1]
+
+
+def same_place(a, b) -> bool:
+    """Two reinterpret_casts of one base at one offset with the same strides."""
+    (a_offsets, _, a_strides), (b_offsets, _, b_strides) = offsets_sizes_strides(a), offsets_sizes_strides(b)
+    return a.operands[0] == b.operands[0] and a_offsets == b_offsets and a_strides == b_strides
+
+
+def yielded(block, index: int):
+    """The value a region's block yields as result `index` (its terminator's operand)."""
+    return block.operations[len(block.operations) - 1].operands[index]
+
+
+def through_casts(value):
+    """The memref under any memref.casts of `value`."""
+    op = defining_op(value)
+    while op is not None and op.name == "memref.cast":
+        value = op.operands[0]
+        op = defining_op(value)
+    return value

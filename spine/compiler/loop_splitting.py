@@ -32,7 +32,7 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, scf
 
-from .ir_walk import collect_ops, constant_int, defining_op
+from .ir_walk import collect_ops, constant_int, defined_outside, defining_op
 
 MAX_SPLITS = 2
 CASTS = ("arith.index_cast", "arith.index_castui")
@@ -118,21 +118,6 @@ def _splittable_loop(op) -> bool:
     return constant_int(op.operands[2]) == 1
 
 
-def _inside(op, ancestor) -> bool:
-    while op is not None:
-        if op == ancestor:
-            return True
-        op = op.parent
-    return False
-
-
-def _invariant(value, loop) -> bool:
-    owner = defining_op(value)
-    if owner is None:
-        return not _inside(value.owner.owner, loop)
-    return not _inside(owner, loop)
-
-
 def _index_offset(value, loop) -> Optional[tuple]:
     """(cast, offset) when value is the loop's index, or the index cast to an integer type (cast: that
     type's width, else None), plus an invariant offset (or None) in the compared type; else None."""
@@ -147,9 +132,9 @@ def _index_offset(value, loop) -> Optional[tuple]:
             cast, value = ir.IntegerType(owner.results[0].type).width, owner.operands[0]
         elif owner.name == "arith.addi" and offset is None and cast is None:
             a, b = owner.operands
-            if _invariant(b, loop):
+            if defined_outside(b, loop):
                 offset, value = b, a
-            elif _invariant(a, loop):
+            elif defined_outside(a, loop):
                 offset, value = a, b
             else:
                 return None
@@ -167,7 +152,7 @@ def _index_comparison(loop) -> Optional[tuple]:
         predicate = ir.IntegerAttr(op.attributes["predicate"]).value
         lhs, rhs = op.operands
         for index_side, bound, pred in ((lhs, rhs, predicate), (rhs, lhs, _SWAPPED.get(predicate))):
-            if pred not in _PREDICATES or not _invariant(bound, loop):
+            if pred not in _PREDICATES or not defined_outside(bound, loop):
                 continue
             shape = _index_offset(index_side, loop)
             if shape is not None and (not _PREDICATES[pred][2] or _unsigned_safe(shape, loop)):

@@ -20,7 +20,7 @@ calls each (and the vector registers they spill).
 """
 from __future__ import annotations
 
-from .ir_walk import collect_ops, defining_op, offsets_sizes_strides
+from .ir_walk import at_origin, collect_ops, defining_op, same_place, through_casts, view_sizes, yielded
 
 
 def read_windows_in_place(module) -> None:
@@ -46,24 +46,24 @@ def _source_of_window(window):
     result) equals in both branches, or None."""
     from mlir import ir
     tile = window.operands[0]
-    if isinstance(tile.owner, ir.Block) or tile.owner.name != "scf.if" or not _at_origin(window):
+    if isinstance(tile.owner, ir.Block) or tile.owner.name != "scf.if" or not at_origin(window):
         return None
     branch, index = tile.owner, tile.result_number
     if len(branch.regions[1].blocks) == 0:
         return None
-    whole = defining_op(_yielded(branch.regions[1].blocks[0], index))
+    whole = defining_op(yielded(branch.regions[1].blocks[0], index))
     if whole is None or whole.name != "memref.reinterpret_cast":
         return None
     then_block = branch.regions[0].blocks[0]
-    buffer = _through_casts(_yielded(then_block, index))
+    buffer = through_casts(yielded(then_block, index))
     copies = [op for op in then_block.operations if op.name == "linalg.copy" and _window_of(op.operands[1], buffer)]
     if len(copies) != 1:
         return None
     source = defining_op(copies[0].operands[0])
-    sizes = _sizes(window)
-    if source is None or source.name != "memref.reinterpret_cast" or not _same_place(source, whole):
+    sizes = view_sizes(window)
+    if source is None or source.name != "memref.reinterpret_cast" or not same_place(source, whole):
         return None
-    if _sizes(source) != sizes or _sizes(defining_op(copies[0].operands[1])) != sizes:
+    if view_sizes(source) != sizes or view_sizes(defining_op(copies[0].operands[1])) != sizes:
         return None
     return source
 
@@ -71,35 +71,7 @@ def _source_of_window(window):
 def _window_of(value, buffer) -> bool:
     """Whether value is a subview of buffer at its origin, with unit steps."""
     op = defining_op(value)
-    return op is not None and op.name == "memref.subview" and op.operands[0] == buffer and _at_origin(op)
-
-
-def _at_origin(subview) -> bool:
-    from mlir import ir
-    return all(v == 0 for v in ir.DenseI64ArrayAttr(subview.attributes["static_offsets"])) and \
-        all(v == 1 for v in ir.DenseI64ArrayAttr(subview.attributes["static_strides"]))
-
-
-def _sizes(op) -> list:
-    return offsets_sizes_strides(op)[1]
-
-
-def _same_place(a, b) -> bool:
-    """Two reinterpret_casts of one base at one offset with the same strides."""
-    (a_offsets, _, a_strides), (b_offsets, _, b_strides) = offsets_sizes_strides(a), offsets_sizes_strides(b)
-    return a.operands[0] == b.operands[0] and a_offsets == b_offsets and a_strides == b_strides
-
-
-def _yielded(block, index: int):
-    return block.operations[len(block.operations) - 1].operands[index]
-
-
-def _through_casts(value):
-    op = defining_op(value)
-    while op is not None and op.name == "memref.cast":
-        value = op.operands[0]
-        op = defining_op(value)
-    return value
+    return op is not None and op.name == "memref.subview" and op.operands[0] == buffer and at_origin(op)
 
 
 def _erase_edge_copy(branch, index: int) -> None:
@@ -107,7 +79,7 @@ def _erase_edge_copy(branch, index: int) -> None:
     result, when they (through subviews) and the yield (through casts), all in that branch, are the
     buffer's only uses."""
     block = branch.regions[0].blocks[0]
-    buffer = _through_casts(_yielded(block, index))
+    buffer = through_casts(yielded(block, index))
     writers = []
     for use in buffer.uses:
         user = use.owner
