@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ..errors import SpineCompilationError, describe_location
 from ..targets import STACK_TILE_BYTES
 from .atomic_expansion import expand_compare_and_swap
+from .edge_tile_reads import mark_edge_tiles, read_edge_tiles_in_place
 from .ir_walk import collect_ops, defining_op, offsets_sizes_strides
 from .loop_splitting import split_loops_at_bounds
 from .math_expansion import expand_math
@@ -147,7 +148,9 @@ def lower(linalg_text: str, choices: LoweringChoices = LoweringChoices()) -> str
         _stores_in_place(module)
         read_windows_in_place(module)   # the windows _stores_in_place's computations read
         store_products_in_place(module)
+        mark_edge_tiles(module)
         _run(module, TO_LOOPS)
+        read_edge_tiles_in_place(module)
         split_loops_at_bounds(module)
         expand_math(module, choices.short_chains, choices.ldexp_scaling, choices.fused_multiply_add)
         if "bf16" in linalg_text:
