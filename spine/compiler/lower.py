@@ -16,6 +16,7 @@ from .edge_tile_reads import mark_edge_tiles, read_edge_tiles_in_place
 from .ir_walk import collect_ops, defining_op, offsets_sizes_strides
 from .loop_splitting import split_loops_at_bounds
 from .math_expansion import expand_math
+from .number_reductions import reduce_without_nans
 from .products_into_destination import store_products_in_place
 from .window_reads import read_windows_in_place
 from . import parallel_loops
@@ -151,6 +152,7 @@ def lower(linalg_text: str, choices: LoweringChoices = LoweringChoices()) -> str
         mark_edge_tiles(module)
         _run(module, TO_LOOPS)
         read_edge_tiles_in_place(module)
+        reduce_without_nans(module)
         split_loops_at_bounds(module)
         expand_math(module, choices.short_chains, choices.ldexp_scaling, choices.fused_multiply_add)
         if "bf16" in linalg_text:
