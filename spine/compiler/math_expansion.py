@@ -38,8 +38,8 @@ LOG2E = 1.44269504088896341
 LN2_HI = 0.693359375
 LN2_LO = -2.12194440e-4
 POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
-MAX_INPUT = 88.72283935546875   # log(FLT_MAX)
 MIN_INPUT = -104.0              # below this exp underflows to 0 even as a subnormal
+OVERFLOW_INPUT = 89.0           # above log(FLT_MAX) = 88.7228, where k = 128 and y >= 1: the steps give inf
 ROUNDING_MAGIC = 12582912.0     # 1.5 * 2^23
 ROUNDING_MAGIC_BITS = 0x4B400000
 
@@ -174,6 +174,12 @@ def _reduced_exp(x: ir.Value, magic: float, ln2_parts, coefficients, poly) -> tu
 def expand_exp(x: ir.Value, poly=_horner, ldexp: bool = False, special_cases: bool = True) -> ir.Value:
     """e^x. `special_cases`: inputs outside [-104, 88.7] get their results (inf, 0); without, x must
     lie inside. NaN gives NaN either way."""
+    if special_cases:
+        # Clamped to inputs whose results the steps compute as inf and 0, as every input beyond has them.
+        # The comparisons are false for NaN, which passes. On x86 each select is one minps/maxps, where
+        # replacing the results after took a comparison and a masked move each.
+        x = _sel(_cmp("OGT", x, _f(OVERFLOW_INPUT)), _f(OVERFLOW_INPUT), x)
+        x = _sel(_cmp("OLT", x, _f(MIN_INPUT)), _f(MIN_INPUT), x)
     shifted, y = _reduced_exp(x, ROUNDING_MAGIC, (LN2_HI, LN2_LO), POLY[::-1], poly)
     ki = arith.SubIOp(arith.BitcastOp(ir.IntegerType.get_signless(32), shifted).result,
                       _i(ROUNDING_MAGIC_BITS)).result
@@ -183,12 +189,7 @@ def expand_exp(x: ir.Value, poly=_horner, ldexp: bool = False, special_cases: bo
         k1 = arith.ShRSIOp(ki, _i(1)).result
         k2 = arith.SubIOp(ki, k1).result
         result = _mul(_mul(y, _pow2(k1)), _pow2(k2))
-    if not special_cases:
-        return result
-    # NaN needs no case of its own: it reaches y through every step, and a NaN scaled is NaN; both
-    # comparisons below are false for it
-    result = _sel(_cmp("OGT", x, _f(MAX_INPUT)), _f(float("inf")), result)
-    return _sel(_cmp("OLT", x, _f(MIN_INPUT)), _f(0.0), result)
+    return result
 
 
 def _exp_of_erfc(x: ir.Value) -> ir.Value:
