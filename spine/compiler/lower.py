@@ -14,6 +14,7 @@ from ..targets import STACK_TILE_BYTES
 from .atomic_expansion import expand_compare_and_swap
 from .edge_tile_reads import mark_edge_tiles, read_edge_tiles_in_place
 from .ir_walk import collect_ops, defining_op, offsets_sizes_strides
+from .loop_fusion import fuse_adjacent_loops
 from .loop_splitting import split_loops_at_bounds
 from .math_expansion import expand_math
 from .number_reductions import reduce_without_nans
@@ -152,6 +153,7 @@ def lower(linalg_text: str, choices: LoweringChoices = LoweringChoices()) -> str
         mark_edge_tiles(module)
         _run(module, TO_LOOPS)
         read_edge_tiles_in_place(module)
+        fuse_adjacent_loops(module)
         reduce_without_nans(module)
         split_loops_at_bounds(module)
         expand_math(module, choices.short_chains, choices.ldexp_scaling, choices.fused_multiply_add)

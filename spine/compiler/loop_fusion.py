@@ -1,0 +1,167 @@
+"""A loop that reads what the loop before it wrote, element by element, joins it.
+
+Each linalg op becomes a loop nest of its own, and a tile used twice is kept in memory between them: a row
+softmax stores exp's results into a tile in one loop, and sums them in the next, which loads every element
+again. Joined, one loop stores each result and adds it to the sum while it is still in a register:
+
+    scf.for %i = %a to %b {                      scf.for %i = %a to %b {
+      store %e, %tile[%i]                          store %e, %tile[%i]
+    }                                 =>           %s = load %acc[]; store (%s + %e), %acc[]
+    store %zero, %acc[]                          }
+    scf.for %i = %a to %b {                      (store %zero, %acc[] moved before the loops)
+      %s = load %acc[]; store (%s + load %tile[%i]), %acc[]
+    }
+
+Two loops join when they have the same bounds and step, neither contains a loop, the second touches what
+the first writes only at the element the current iteration indexes (`%tile[%i]`, so that no iteration
+of the joined loop reads an element a later one writes), the first touches nothing the second writes,
+and the operations between them can move before the first: they have no effects but reads and writes of
+local buffers neither loop touches. Memory that is not a local buffer (the kernel's arguments, which may
+overlap) counts as one place.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from .ir_walk import collect_ops, constant_int, defined_outside, defining_op, through_casts
+
+# Operations a joined body may contain: no effects but the loads and stores that the checks below read.
+_PURE_PREFIXES = ("arith.", "math.")
+_VIEWS = ("memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.dim")
+_LOCAL = ("memref.alloca", "memref.alloc", "memref.get_global")     # (globals: constants, never written)
+_ARGUMENTS = "arguments"       # the one place every non-local memref counts as
+
+
+def fuse_adjacent_loops(module) -> None:
+    for second in collect_ops(module, _simple_loop):
+        first = _previous_loop(second)
+        if first is not None and _joinable(first, second):
+            _join(first, second)
+
+
+def _simple_loop(op) -> bool:
+    return op.name == "scf.for" and not len(op.results) and not collect_ops(op, lambda o: o != op and o.name == "scf.for")
+
+
+def _previous_loop(loop):
+    """The loop before `loop` in its block, when only movable operations lie between them; else None."""
+    op = loop.operation
+    between = []
+    while True:
+        op = _before(op)
+        if op is None:
+            return None
+        if op.name == "scf.for":
+            return op if _simple_loop(op) and _movable(between, op) else None
+        between.append(op)
+
+
+def _before(op):
+    block_ops = list(op.block.operations)
+    index = [o.operation for o in block_ops].index(op)
+    return block_ops[index - 1].operation if index > 0 else None
+
+
+def _same(a, b) -> bool:
+    return a == b or (constant_int(a) is not None and constant_int(a) == constant_int(b))
+
+
+def _joinable(first, second) -> bool:
+    if not all(_same(a, b) for a, b in zip(first.operands, second.operands)):
+        return False
+    first_accesses, second_accesses = _accesses(first), _accesses(second)
+    if first_accesses is None or second_accesses is None:
+        return False
+    first_writes = {place for place, _, write in first_accesses if write}
+    second_writes = {place for place, _, write in second_accesses if write}
+    if any(place in second_writes for place, _, _ in first_accesses):
+        return False
+    for place, at_index, write in second_accesses:
+        if place in first_writes and (place == _ARGUMENTS or not at_index):
+            return False
+    return all(at_index for place, at_index, _ in first_accesses if place in first_writes and
+               any(p == place for p, _, _ in second_accesses))
+
+
+def _accesses(loop) -> Optional[list]:
+    """(place, whether at the loop's index, whether a write) for every load and store in the loop, or None
+    when the loop has an operation this module does not reason about. A place is a local buffer (as the
+    value that allocates it) or _ARGUMENTS."""
+    index = loop.regions[0].blocks[0].arguments[0]
+    found = []
+    for op in collect_ops(loop, lambda o: o != loop):
+        if op.name in ("memref.load", "memref.store"):
+            memref = op.operands[0] if op.name == "memref.load" else op.operands[1]
+            indices = list(op.operands)[1 if op.name == "memref.load" else 2:]
+            found.append((_place(memref), indices == [index] and _plain(memref), op.name == "memref.store"))
+        elif not (op.name.startswith(_PURE_PREFIXES) or op.name in _VIEWS or op.name in ("scf.if", "scf.yield")):
+            return None
+    return found
+
+
+def _place(memref):
+    root = through_casts(memref)
+    owner = defining_op(root)
+    return root if owner is not None and owner.name in _LOCAL else _ARGUMENTS
+
+
+def _plain(memref) -> bool:
+    """The buffer itself (or a cast of it), so that index i is element i of the buffer."""
+    return _place(memref) != _ARGUMENTS
+
+
+def _movable(between, first) -> bool:
+    """Whether the operations between the loops can go before `first`: pure, or loads and stores of local
+    buffers `first` does not touch, with operands from before `first` or from each other."""
+    touched = _accesses(first)
+    if touched is None:
+        return False
+    places = {place for place, _, _ in touched}
+    for op in between:
+        if op.name in ("memref.load", "memref.store"):
+            memref = op.operands[0] if op.name == "memref.load" else op.operands[1]
+            if _place(memref) == _ARGUMENTS or _place(memref) in places:
+                return False
+        elif not (op.name.startswith(_PURE_PREFIXES) or op.name in _VIEWS or op.name in _LOCAL):
+            return False
+        if not all(defined_outside(v, first) for v in op.operands):
+            return False
+    return True
+
+
+def _join(first, second) -> None:
+    op = _before(second.operation)
+    between = []
+    while op != first:
+        between.append(op)
+        op = _before(op)
+    for op in reversed(between):
+        op.move_before(first)
+    body = first.regions[0].blocks[0]
+    end = list(body.operations)[-1]
+    index = second.regions[0].blocks[0].arguments[0]
+    index.replace_all_uses_with(body.arguments[0])
+    for op in list(second.regions[0].blocks[0].operations)[:-1]:
+        op.operation.move_before(end)
+    second.erase()
+    _forward_stores(body)
+
+
+def _forward_stores(body) -> None:
+    """A load of what a store earlier in the same block wrote, at the same indices, with no other write to
+    that place between, is the stored value."""
+    stored = []         # (memref, indices, value), latest last
+    for op in list(body.operations):
+        op = op.operation
+        if len(op.regions):
+            stored = []
+        elif op.name == "memref.store":
+            place = _place(op.operands[1])
+            stored = [s for s in stored if _place(s[0]) != place]
+            stored.append((op.operands[1], list(op.operands)[2:], op.operands[0]))
+        elif op.name == "memref.load":
+            for memref, indices, value in stored:
+                if memref == op.operands[0] and indices == list(op.operands)[1:]:
+                    op.results[0].replace_all_uses_with(value)
+                    op.erase()
+                    break
