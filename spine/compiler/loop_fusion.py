@@ -27,7 +27,8 @@ from .ir_walk import collect_ops, constant_int, defined_outside, defining_op, th
 
 # Operations a joined body may contain: no effects but the loads and stores that the checks below read.
 _PURE_PREFIXES = ("arith.", "math.")
-_VIEWS = ("memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.dim")
+_VIEWS = ("memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.expand_shape",
+          "memref.collapse_shape", "memref.transpose", "memref.view")
 _LOCAL = ("memref.alloca", "memref.alloc", "memref.get_global")     # (globals: constants, never written)
 _ARGUMENTS = "arguments"       # the one place every non-local memref counts as
 
@@ -45,21 +46,20 @@ def _simple_loop(op) -> bool:
 
 def _previous_loop(loop):
     """The loop before `loop` in its block, when only movable operations lie between them; else None."""
-    op = loop.operation
+    before = _ops_before(loop.operation)
     between = []
-    while True:
-        op = _before(op)
-        if op is None:
-            return None
+    while before:
+        op = before.pop()
         if op.name == "scf.for":
             return op if _simple_loop(op) and _movable(between, op) else None
         between.append(op)
+    return None
 
 
-def _before(op):
-    block_ops = list(op.block.operations)
-    index = [o.operation for o in block_ops].index(op)
-    return block_ops[index - 1].operation if index > 0 else None
+def _ops_before(op) -> list:
+    """The operations before `op` in its block, in order."""
+    ops = [o.operation for o in op.block.operations]
+    return ops[:ops.index(op)]
 
 
 def _same(a, b) -> bool:
@@ -94,20 +94,26 @@ def _accesses(loop) -> Optional[list]:
             memref = op.operands[0] if op.name == "memref.load" else op.operands[1]
             indices = list(op.operands)[1 if op.name == "memref.load" else 2:]
             found.append((_place(memref), indices == [index] and _plain(memref), op.name == "memref.store"))
-        elif not (op.name.startswith(_PURE_PREFIXES) or op.name in _VIEWS or op.name in ("scf.if", "scf.yield")):
+        elif not (op.name.startswith(_PURE_PREFIXES) or op.name in _VIEWS
+                  or op.name in ("memref.dim", "scf.if", "scf.yield")):
             return None
     return found
 
 
 def _place(memref):
-    root = through_casts(memref)
-    owner = defining_op(root)
-    return root if owner is not None and owner.name in _LOCAL else _ARGUMENTS
+    """The local buffer `memref` is a view of, or _ARGUMENTS."""
+    owner = defining_op(memref)
+    while owner is not None and owner.name in _VIEWS:
+        memref = owner.operands[0]
+        owner = defining_op(memref)
+    return memref if owner is not None and owner.name in _LOCAL else _ARGUMENTS
 
 
 def _plain(memref) -> bool:
-    """The buffer itself (or a cast of it), so that index i is element i of the buffer."""
-    return _place(memref) != _ARGUMENTS
+    """The local buffer itself (or a cast of it), so that index i is element i of the buffer: not a view
+    that starts elsewhere."""
+    owner = defining_op(through_casts(memref))
+    return owner is not None and owner.name in _LOCAL
 
 
 def _movable(between, first) -> bool:
@@ -122,7 +128,8 @@ def _movable(between, first) -> bool:
             memref = op.operands[0] if op.name == "memref.load" else op.operands[1]
             if _place(memref) == _ARGUMENTS or _place(memref) in places:
                 return False
-        elif not (op.name.startswith(_PURE_PREFIXES) or op.name in _VIEWS or op.name in _LOCAL):
+        elif not (op.name.startswith(_PURE_PREFIXES) or op.name in _VIEWS or op.name in _LOCAL
+                  or op.name == "memref.dim"):
             return False
         if not all(defined_outside(v, first) for v in op.operands):
             return False
@@ -130,12 +137,8 @@ def _movable(between, first) -> bool:
 
 
 def _join(first, second) -> None:
-    op = _before(second.operation)
-    between = []
-    while op != first:
-        between.append(op)
-        op = _before(op)
-    for op in reversed(between):
+    before = _ops_before(second.operation)
+    for op in before[before.index(first) + 1:]:
         op.move_before(first)
     body = first.regions[0].blocks[0]
     end = list(body.operations)[-1]

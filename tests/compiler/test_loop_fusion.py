@@ -66,6 +66,18 @@ def test_a_read_of_another_element_keeps_the_loops_apart():
     assert text.count("scf.for") == 2
 
 
+def test_a_read_through_a_view_that_starts_further_on_keeps_the_loops_apart():
+    """Element j of the view is element j + 1 of the tile: written in the next iteration of the first."""
+    view = ("%rest = memref.subview %tile[1] [999] [1] : memref<1000xf32> to memref<999xf32, strided<[1], offset: 1>>\n"
+            "  ")
+    text = fused(second_read="%m = arith.minsi %j, %c999 : index\n"
+                             "    %c998 = arith.constant 998 : index\n"
+                             "    %k = arith.minsi %m, %c998 : index\n"
+                             "    %t = memref.load %rest[%k] : memref<999xf32, strided<[1], offset: 1>>",
+                 between=INIT + "\n  " + view)
+    assert text.count("scf.for") == 2
+
+
 def test_an_argument_written_first_and_read_second_keeps_the_loops_apart():
     """The kernel's arguments may overlap: %x could be %out."""
     text = fused(second_read="%t = memref.load %x[%j] : memref<1000xf32>",
