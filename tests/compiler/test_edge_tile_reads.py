@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 from spine.compiler.edge_tile_reads import mark_edge_tiles, read_edge_tiles_in_place
-from tests.compiler.ir_rewrites import rewritten as rewritten_by
+from tests.compiler.ir_rewrites import EDGE_TILE_BRANCH, rewritten as rewritten_by
 from tests.to_linalg.test_golden import filecheck
 
 # %w: a 1024-lane tile of %arg, whole tiles read in place, edge tiles (%n < 1024 lanes) copied with -inf
@@ -16,24 +16,9 @@ EDGE_TILE = """
 #map = affine_map<(d0) -> (d0)>
 #map1 = affine_map<(d0) -> ()>
 func.func @k(%arg: memref<?xf32>, %out: memref<1024xf32>, %top: memref<f32>, %n: index, %o: index) {
-  %c1024 = arith.constant 1024 : index
   %pad_value = arith.constant 0xFF800000 : f32
-  %buf = memref.alloca() : memref<1024xf32>
-  %partial = arith.cmpi ne, %n, %c1024 : index
   %unrelated = arith.cmpi sgt, %n, %o : index
-  %w = scf.if PARTIAL -> (memref<1024xf32, strided<[1], offset: ?>>) {
-    %cast = memref.cast %buf : memref<1024xf32> to memref<1024xf32, strided<[1], offset: ?>>
-    %rest = arith.subi %c1024, %n : index
-    %pad = memref.subview %buf[%n] [%rest] [1] : memref<1024xf32> to memref<?xf32, strided<[1], offset: ?>>
-    linalg.fill ins(%pad_value : f32) outs(%pad : memref<?xf32, strided<[1], offset: ?>>)
-    %src = memref.reinterpret_cast %arg to offset: [%o], sizes: [%n], strides: [1] : memref<?xf32> to memref<?xf32, strided<[1], offset: ?>>
-    %dst = memref.subview %buf[0] [%n] [1] : memref<1024xf32> to memref<?xf32, strided<[1]>>
-    linalg.copy ins(%src : memref<?xf32, strided<[1], offset: ?>>) outs(%dst : memref<?xf32, strided<[1]>>)
-    scf.yield %cast : memref<1024xf32, strided<[1], offset: ?>>
-  } else {
-    %whole = memref.reinterpret_cast %arg to offset: [%o], sizes: [1024], strides: [1] : memref<?xf32> to memref<1024xf32, strided<[1], offset: ?>>
-    scf.yield %whole : memref<1024xf32, strided<[1], offset: ?>>
-  }
+""" + EDGE_TILE_BRANCH.replace("CONDITION", "PARTIAL") + """
   READERS
   return
 }
