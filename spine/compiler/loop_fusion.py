@@ -16,8 +16,9 @@ Two loops join when they have the same bounds and step, neither contains a loop,
 the first writes only at the element the current iteration indexes (`%tile[%i]`, so that no iteration
 of the joined loop reads an element a later one writes), the first touches nothing the second writes,
 and the operations between them can move before the first: they have no effects but reads and writes of
-local buffers neither loop touches. Memory that is not a local buffer (the kernel's arguments, which may
-overlap) counts as one place.
+local buffers the first loop does not touch. Memory that is not a local buffer (the kernel's arguments,
+which may overlap) counts as one place. riscv64 guest instructions over 64 rows of 1000: softmax 296,704 ->
+272,896, layer norm 173,824 -> 149,120; on x86 no change measurable with the rows in the caches.
 """
 from __future__ import annotations
 
