@@ -21,9 +21,10 @@ the loops are formed, each read of the tile becomes
 
 and loop_splitting.py splits the loop around it at %n, where the condition becomes a constant: the loop
 reads the argument in place below %n and uses %other from there. When no read of the tile is left, the
-branch with its copy goes. Only reads indexed, in each dimension the window can cut, by a loop's index
-(plus a value fixed in that loop) are rewritten: those are the reads the split applies to. Other reads
-keep the copy, which stays correct: the tile is never written.
+branch with its copy goes. Only reads whose index, in each dimension the window can cut, is a loop's index
+(plus a value fixed in that loop: the split applies) or fixed in the innermost loop around the read (a
+reduction's first element: one test outside the element loops) are rewritten. Other reads keep the copy,
+which stays correct, since nothing writes the tile (checked).
 
 Reading the argument later than the copy did is sound because these arguments are ones the kernel never
 writes and the launcher has checked that no written argument overlaps them (to_linalg.convert_ttir's
