@@ -98,12 +98,12 @@ def _whole_when_not_partial(branch, sizes) -> bool:
             pending += list(op.operands)
         else:
             terms.append(op)
-    covered = set()
+    covered, shape = set(), _shape(branch)
     for op in terms:
         if op is None or op.name != "arith.cmpi" or _predicate(op) != 1:       # 1: ne
             continue
         for size_side, full_side in (tuple(op.operands), tuple(op.operands)[::-1]):
-            for d, (n, full) in enumerate(zip(sizes, _shape(branch))):
+            for d, (n, full) in enumerate(zip(sizes, shape)):
                 if not isinstance(n, int) and n == size_side and constant_int(full_side) == full:
                     covered.add(d)
     return all(isinstance(n, int) or d in covered for d, n in enumerate(sizes))

@@ -42,6 +42,18 @@ def defined_outside(value, op) -> bool:
     return not inside(owner, op)
 
 
+# Operations that only name part of a memref in another shape: what reads and writes through them reaches
+# their first operand's memory.
+VIEW_OPS = ("memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.expand_shape",
+            "memref.collapse_shape", "memref.transpose", "memref.view")
+
+
+def without_effects(op) -> bool:
+    """Whether `op` neither reads nor writes memory nor has another effect: arithmetic, math, a view, a
+    memref's size."""
+    return op.name.startswith(("arith.", "math.")) or op.name in VIEW_OPS or op.name == "memref.dim"
+
+
 def constant_int(value):
     """The integer `value` is when an arith.constant defines it; None otherwise."""
     from mlir import ir

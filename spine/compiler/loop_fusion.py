@@ -24,54 +24,50 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .ir_walk import collect_ops, constant_int, defined_outside, defining_op, through_casts
+from .ir_walk import (VIEW_OPS, collect_ops, constant_int, defined_outside, defining_op, through_casts,
+                      without_effects)
 
-# Operations a joined body may contain: no effects but the loads and stores that the checks below read.
-_PURE_PREFIXES = ("arith.", "math.")
-_VIEWS = ("memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.expand_shape",
-          "memref.collapse_shape", "memref.transpose", "memref.view")
 _LOCAL = ("memref.alloca", "memref.alloc", "memref.get_global")     # (globals: constants, never written)
 _ARGUMENTS = "arguments"       # the one place every non-local memref counts as
 
 
 def fuse_adjacent_loops(module) -> None:
     for second in collect_ops(module, _simple_loop):
-        first = _previous_loop(second)
-        if first is not None and _joinable(first, second):
-            _join(first, second)
+        found = _previous_loop(second)
+        if found is None:
+            continue
+        first, between = found
+        first_accesses, second_accesses = _accesses(first), _accesses(second)
+        if first_accesses is None or second_accesses is None:
+            continue
+        if _movable(between, first, first_accesses) and _joinable(first, second, first_accesses, second_accesses):
+            _join(first, second, between)
 
 
 def _simple_loop(op) -> bool:
     return op.name == "scf.for" and not len(op.results) and not collect_ops(op, lambda o: o != op and o.name == "scf.for")
 
 
-def _previous_loop(loop):
-    """The loop before `loop` in its block, when only movable operations lie between them; else None."""
-    before = _ops_before(loop.operation)
+def _previous_loop(loop) -> Optional[tuple]:
+    """(the loop before `loop` in its block, the operations between them in order) when that loop is simple;
+    else None."""
+    ops = [o.operation for o in loop.operation.block.operations]
+    before = ops[:ops.index(loop.operation)]
     between = []
     while before:
         op = before.pop()
         if op.name == "scf.for":
-            return op if _simple_loop(op) and _movable(between, op) else None
+            return (op, between[::-1]) if _simple_loop(op) else None
         between.append(op)
     return None
-
-
-def _ops_before(op) -> list:
-    """The operations before `op` in its block, in order."""
-    ops = [o.operation for o in op.block.operations]
-    return ops[:ops.index(op)]
 
 
 def _same(a, b) -> bool:
     return a == b or (constant_int(a) is not None and constant_int(a) == constant_int(b))
 
 
-def _joinable(first, second) -> bool:
+def _joinable(first, second, first_accesses: list, second_accesses: list) -> bool:
     if not all(_same(a, b) for a, b in zip(first.operands, second.operands)):
-        return False
-    first_accesses, second_accesses = _accesses(first), _accesses(second)
-    if first_accesses is None or second_accesses is None:
         return False
     first_writes = {place for place, _, write in first_accesses if write}
     second_writes = {place for place, _, write in second_accesses if write}
@@ -92,19 +88,23 @@ def _accesses(loop) -> Optional[list]:
     found = []
     for op in collect_ops(loop, lambda o: o != loop):
         if op.name in ("memref.load", "memref.store"):
-            memref = op.operands[0] if op.name == "memref.load" else op.operands[1]
-            indices = list(op.operands)[1 if op.name == "memref.load" else 2:]
+            memref, indices = _memref_and_indices(op)
             found.append((_place(memref), indices == [index] and _plain(memref), op.name == "memref.store"))
-        elif not (op.name.startswith(_PURE_PREFIXES) or op.name in _VIEWS
-                  or op.name in ("memref.dim", "scf.if", "scf.yield")):
+        elif not (without_effects(op) or op.name in ("scf.if", "scf.yield")):
             return None
     return found
+
+
+def _memref_and_indices(op) -> tuple:
+    """The memref a memref.load or memref.store accesses, and its indices."""
+    operands = list(op.operands)
+    return (operands[0], operands[1:]) if op.name == "memref.load" else (operands[1], operands[2:])
 
 
 def _place(memref):
     """The local buffer `memref` is a view of, or _ARGUMENTS."""
     owner = defining_op(memref)
-    while owner is not None and owner.name in _VIEWS:
+    while owner is not None and owner.name in VIEW_OPS:
         memref = owner.operands[0]
         owner = defining_op(memref)
     return memref if owner is not None and owner.name in _LOCAL else _ARGUMENTS
@@ -117,29 +117,24 @@ def _plain(memref) -> bool:
     return owner is not None and owner.name in _LOCAL
 
 
-def _movable(between, first) -> bool:
+def _movable(between, first, first_accesses: list) -> bool:
     """Whether the operations between the loops can go before `first`: pure, or loads and stores of local
     buffers `first` does not touch, with operands from before `first` or from each other."""
-    touched = _accesses(first)
-    if touched is None:
-        return False
-    places = {place for place, _, _ in touched}
+    places = {place for place, _, _ in first_accesses}
     for op in between:
         if op.name in ("memref.load", "memref.store"):
-            memref = op.operands[0] if op.name == "memref.load" else op.operands[1]
-            if _place(memref) == _ARGUMENTS or _place(memref) in places:
+            place = _place(_memref_and_indices(op)[0])
+            if place == _ARGUMENTS or place in places:
                 return False
-        elif not (op.name.startswith(_PURE_PREFIXES) or op.name in _VIEWS or op.name in _LOCAL
-                  or op.name == "memref.dim"):
+        elif not (without_effects(op) or op.name in _LOCAL):
             return False
         if not all(defined_outside(v, first) for v in op.operands):
             return False
     return True
 
 
-def _join(first, second) -> None:
-    before = _ops_before(second.operation)
-    for op in before[before.index(first) + 1:]:
+def _join(first, second, between: list) -> None:
+    for op in between:
         op.move_before(first)
     body = first.regions[0].blocks[0]
     end = list(body.operations)[-1]
@@ -160,12 +155,12 @@ def _forward_stores(body) -> None:
         if len(op.regions):
             stored = []
         elif op.name == "memref.store":
-            place = _place(op.operands[1])
-            stored = [s for s in stored if _place(s[0]) != place]
-            stored.append((op.operands[1], list(op.operands)[2:], op.operands[0]))
+            memref, indices = _memref_and_indices(op)
+            stored = [s for s in stored if _place(s[0]) != _place(memref)]
+            stored.append((memref, indices, op.operands[0]))
         elif op.name == "memref.load":
             for memref, indices, value in stored:
-                if memref == op.operands[0] and indices == list(op.operands)[1:]:
+                if (memref, indices) == _memref_and_indices(op):
                     op.results[0].replace_all_uses_with(value)
                     op.erase()
                     break

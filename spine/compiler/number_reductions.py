@@ -26,7 +26,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from .ir_walk import collect_ops, defined_outside, defining_op, inside
+from .ir_walk import collect_ops, defined_outside, defining_op, inside, without_effects
 
 _COMBINES = ("arith.maxnumf", "arith.minnumf")
 
@@ -64,9 +64,8 @@ def _reduction(combine):
 def _writes_only(loop, store) -> bool:
     """Whether `store` is the only operation in `loop` that may write memory or have other effects a second
     run of the loop would repeat."""
-    reads = ("memref.load", "memref.subview", "memref.reinterpret_cast", "memref.cast", "memref.dim")
     for op in collect_ops(loop, lambda op: op != loop):
-        if op == store or op.name in reads or op.name.startswith(("arith.", "math.", "scf.")):
+        if op == store or op.name == "memref.load" or without_effects(op) or op.name.startswith("scf."):
             continue
         return False
     return True
