@@ -48,7 +48,30 @@ def _positive_int(raw: str) -> int:
     return value
 
 
+def _non_negative_int(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError(raw)
+    return value
+
+
+# A timeout crosses into C and into poll(2) as integer nanoseconds or milliseconds: a value past about
+# three centuries would overflow them, so it is read as "never", as `inf` is.
+_LONGEST_TIMEOUT_S = 1e10
+
+
+def _seconds(raw: str) -> float:
+    """A timeout in seconds: 0 or `inf` (or anything past _LONGEST_TIMEOUT_S) means none and reads as 0.0;
+    negative, NaN and non-numbers are errors, never read as some other timeout."""
+    value = float(raw)
+    if value != value or value < 0:
+        raise ValueError(raw)
+    return 0.0 if value >= _LONGEST_TIMEOUT_S else value
+
+
 _positive_int.__name__ = "a positive integer"
+_non_negative_int.__name__ = "a non-negative integer"
+_seconds.__name__ = "seconds (a number >= 0; 0 or inf: never)"
 _flag.__name__ = "a flag (0 or 1)"
 
 TARGET = Switch("SPINE_TARGET", str, "riscv64", "`riscv64` (default) or `host`; `CPUDriver(target=...)` overrides it",
@@ -73,20 +96,20 @@ PROTON_VERBOSE = Switch("PROTON_VERBOSE", _flag, False, "the CPU profiler also r
                         "instance and adds per-thread detail to its table")
 DISABLE_PROTON = Switch("TRITON_DISABLE_PROTON", _flag, False, "turns the CPU profiler off: kernels compile "
                         "without their scopes, nothing is recorded or written", compile_key=True)
-STREAMING_STORES_MB = Switch("SPINE_STREAMING_STORES_MB", int, 16, "x86 hosts: a launch whose programs store "
+STREAMING_STORES_MB = Switch("SPINE_STREAMING_STORES_MB", _non_negative_int, 16, "x86 hosts: a launch whose programs store "
                              "at least this many MiB between them writes its output with non-temporal stores, "
                              "around the caches (0: never)", compile_key=True)
 NUM_THREADS = Switch("SPINE_NUM_THREADS", _positive_int, None, "threads for the grid (default: all cores)")
-GRID_SPIN_US = Switch("SPINE_GRID_SPIN_US", int, None, "how long idle grid threads poll for the next launch "
+GRID_SPIN_US = Switch("SPINE_GRID_SPIN_US", _non_negative_int, None, "how long idle grid threads poll for the next launch "
                       "before sleeping (default 200)")
 QEMU = Switch("SPINE_QEMU", str, None, "QEMU binary (default: `qemu-riscv64` on the PATH)")
 QEMU_CPU = Switch("SPINE_QEMU_CPU", str, "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0,zfh=true,zvfh=true,zba=true,zbb=true,"
                   "zbs=true", "QEMU `-cpu` string (default VLEN 256)")
 QEMU_TRACE = Switch("SPINE_QEMU_TRACE", str, None, "log every guest instruction to this file (instruction "
                     "counting, `python -m spine.count`)")
-KERNEL_TIMEOUT = Switch("SPINE_KERNEL_TIMEOUT", float, 600.0, "seconds before a launch is declared hung and "
+KERNEL_TIMEOUT = Switch("SPINE_KERNEL_TIMEOUT", _seconds, 600.0, "seconds before a launch is declared hung and "
                         "stopped, raising KernelFault: under QEMU and on a board, and on the host when set "
-                        "(there it has no default; 0: never)")
+                        "(there it has no default; 0 or `inf`: never)")
 REMOTE = Switch("SPINE_REMOTE", str, None, "a command that opens a POSIX shell on a riscv64 board (e.g. "
                 "`ssh user@board sh`): `riscv64` kernels then run there (see Running on a board); a compile key "
                 "only so that kernels loaded before it changed are loaded anew, for the board", compile_key=True)
@@ -94,8 +117,8 @@ REMOTE_RUNNER = Switch("SPINE_REMOTE_RUNNER", str, None, "a command prefix the b
                        "server with, for a remote that cannot run riscv64 code itself (the tests: a local "
                        "shell and `qemu-riscv64 ...`)")
 ARENA_MB = Switch("SPINE_ARENA_MB", _positive_int, 64, "initial size of the QEMU shared arena (grows on demand)")
-COMPILE_TIMEOUT = Switch("SPINE_COMPILE_TIMEOUT", float, 600.0, "seconds one compile stage may take in the "
-                         "compile worker before it is stopped (0: never)")
+COMPILE_TIMEOUT = Switch("SPINE_COMPILE_TIMEOUT", _seconds, 600.0, "seconds one compile stage may take in the "
+                         "compile worker before it is stopped (0 or `inf`: never)")
 CACHE_DIR = Switch("SPINE_CACHE_DIR", str, None, "Spine's own cache (runtime builds, loaded kernels); default "
                    "`spine/` under triton's cache directory")
 

@@ -115,3 +115,27 @@ def test_every_compile_switch_changes_the_on_disk_cache_key(monkeypatch):
             before = _disk_key()
             m.setenv(name, value)
             assert _disk_key() != before, name
+
+
+def test_timeouts_reject_what_is_not_a_number_of_seconds(monkeypatch):
+    """A negative, NaN or non-numeric timeout is an error, not some other timeout; `inf` and values past
+    what C's nanosecond and poll's millisecond counts hold mean "never" (0.0), not an overflowed deadline."""
+    import pytest
+    for switch in (switches.KERNEL_TIMEOUT, switches.COMPILE_TIMEOUT):
+        for bad in ("-1", "nan", "-inf", "later"):
+            monkeypatch.setenv(switch.name, bad)
+            with pytest.raises(ValueError, match=switch.name):
+                switch.get()
+        for never in ("0", "inf", "1e10", "1e300"):
+            monkeypatch.setenv(switch.name, never)
+            assert switch.get() == 0.0
+        monkeypatch.setenv(switch.name, "3000000")
+        assert switch.get() == 3000000.0
+
+
+def test_counts_reject_negative_values(monkeypatch):
+    import pytest
+    for switch in (switches.STREAMING_STORES_MB, switches.GRID_SPIN_US):
+        monkeypatch.setenv(switch.name, "-5")
+        with pytest.raises(ValueError, match=switch.name):
+            switch.get()

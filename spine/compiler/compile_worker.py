@@ -6,7 +6,9 @@ run in long-lived worker processes (`python -m spine.compiler.compile_worker`), 
 warm compile pays one pipe round trip, not an interpreter start. A worker that dies mid-request becomes a
 `NativeCrash` carrying the stage and what the native code printed before dying; the pool replaces it.
 
-Requests and replies are pickled records over the worker's stdin/stdout, each preceded by its length.
+Requests and replies are pickled records over the worker's stdin/stdout, each preceded by its length; a reply
+echoes its request's serial number, and a worker whose call was interrupted before its reply was read is
+closed, never asked again (its late reply would answer the next request).
 Stages meet only through what they send: IR text in, IR text or object bytes (and small records) out.
 Several threads may compile at once (Inductor does): each takes its own idle worker, up to one per core.
 """
@@ -47,6 +49,11 @@ class StageTimeout(Exception):
 class Request:
     stage: str          # a name in STAGES
     kwargs: dict
+    serial: int = 0     # echoed in the reply: a reply to an earlier request is never taken for this one
+
+
+class WorkerOutOfStep(Exception):
+    """A worker answered another request than the one asked (one left from an interrupted call)."""
 
 
 # ------------------------------------------------------------------------------------------ worker side
@@ -112,7 +119,7 @@ def serve() -> None:
             reply = ("ok", STAGES[request.stage](**request.kwargs))
         except BaseException as err:  # noqa: BLE001 (every failure goes back to the caller)
             reply = ("error", _portable(err))
-        _write_message(replies, reply)
+        _write_message(replies, (request.serial,) + reply)
 
 
 def _portable(err: BaseException) -> BaseException:
@@ -131,20 +138,31 @@ class CompileWorker:
     def __init__(self):
         # Append mode: the child's writes land at the end even after we truncate the file between requests.
         self.stderr = tempfile.TemporaryFile(mode="a+b")
+        self.serial = 0
+        # False from a request's start until its reply was read whole: a worker interrupted in between
+        # (Ctrl-C, a timeout, any exception in the wait) still owes that reply, and must not serve again.
+        self.in_step = True
         env = dict(os.environ, PYTHONFAULTHANDLER="")
         self.proc = subprocess.Popen([sys.executable, "-m", "spine.compiler.compile_worker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env,
                                      cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-    def call(self, request: Request, timeout: float | None):
+    def call(self, stage: str, kwargs: dict, timeout: float | None):
         self.stderr.seek(0)
         self.stderr.truncate()
+        self.serial += 1
+        request = Request(stage, kwargs, self.serial)
+        self.in_step = False
         try:
             _write_message(self.proc.stdin, request)
         except (BrokenPipeError, OSError):
             pass  # the reply read below reports the dead worker
-        reply = self._read_reply(request.stage, timeout)
-        status, value = reply
+        serial, status, value = self._read_reply(stage, timeout)
+        if serial != request.serial:
+            self.close()
+            raise WorkerOutOfStep(f"the compile worker answered request {serial} for request {request.serial} "
+                                  f"({stage}); it was stopped")
+        self.in_step = True
         if status == "error":
             raise value
         return value
@@ -225,7 +243,7 @@ class CompileWorkerPool:
 
     def _give_back(self, worker: CompileWorker) -> None:
         with self.cond:
-            if worker.alive():
+            if worker.in_step and worker.alive():
                 self.idle.append(worker)
             else:
                 worker.close()
@@ -236,7 +254,7 @@ class CompileWorkerPool:
         timeout = switches.COMPILE_TIMEOUT.get() or None
         worker = self._take()
         try:
-            return worker.call(Request(stage, kwargs), timeout)
+            return worker.call(stage, kwargs, timeout)
         finally:
             self._give_back(worker)
 

@@ -97,3 +97,62 @@ def test_kernels_compile_in_parallel_from_several_threads(target, fresh_cache):
         t.join()
     assert not errors
     assert results == {64: True, 128: True, 256: True, 512: True}
+
+
+def _interrupt_after(seconds: float):
+    """Raises KeyboardInterrupt in this (main) thread after `seconds`, as Ctrl-C does."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    return lambda: (signal.setitimer(signal.ITIMER_REAL, 0), signal.signal(signal.SIGALRM, previous))
+
+
+def test_a_worker_interrupted_in_its_wait_never_answers_the_next_request():
+    """Ctrl-C while a stage runs: the worker still owes that stage's reply. Handed back to the pool, it
+    would answer the next request with it (another kernel's object, linked and cached under the wrong key).
+    The pool closes it instead, and the next request gets its own answer."""
+    pool().run("selftest", action="pid")  # one warm worker
+    restore = _interrupt_after(0.3)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pool().run("selftest", action="sleep:1")
+    finally:
+        restore()
+    # The interrupted call's reply (None, from the sleep) must not be taken for this one's (the pid).
+    answer = pool().run("selftest", action="pid")
+    assert isinstance(answer, int) and answer > 0
+
+
+def test_a_reply_to_another_request_is_refused():
+    """The worker echoes each request's serial: a reply that carries another one is never returned."""
+    from spine.compiler.compile_worker import CompileWorker, WorkerOutOfStep
+    worker = CompileWorker()
+    try:
+        worker.serial = 41   # the worker answers 42; the caller then asks as if it were request 43
+        real_read = worker._read_reply
+
+        def stale_reply(stage, timeout):
+            serial, status, value = real_read(stage, timeout)
+            return serial - 1, status, value
+        worker._read_reply = stale_reply
+        with pytest.raises(WorkerOutOfStep, match="answered request 41 for request 42"):
+            worker.call("selftest", {"action": "pid"}, None)
+        assert not worker.alive()
+    finally:
+        worker.close()
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "soon"])
+def test_a_compile_timeout_that_is_not_a_number_of_seconds_is_an_error(monkeypatch, value):
+    monkeypatch.setenv("SPINE_COMPILE_TIMEOUT", value)
+    with pytest.raises(ValueError, match="SPINE_COMPILE_TIMEOUT"):
+        pool().run("selftest", action="pid")
+
+
+@pytest.mark.parametrize("value", ["inf", "1e300", "0"])
+def test_a_compile_timeout_of_never_runs_without_one(monkeypatch, value):
+    monkeypatch.setenv("SPINE_COMPILE_TIMEOUT", value)
+    assert pool().run("selftest", action="pid") > 0
