@@ -39,6 +39,9 @@ enum Kind : uint8_t { POINTER = 0, INT = 1, FP32 = 2, FP64 = 3, FP16 = 4, BF16 =
 constexpr size_t MAX_PARAMS = 512;
 /* A bounds-checked (debug) kernel takes each pointer's extent after its own parameters. */
 constexpr size_t MAX_SLOTS = 2 * MAX_PARAMS;
+/* A RUN's reply carries an error or assertion message: a longer announced length is a broken stream,
+ * never an allocation of up to 4 GiB. */
+constexpr uint32_t MAX_RUN_REPLY = 1u << 20;
 
 struct Param {
     Kind kind;
@@ -166,7 +169,10 @@ class DirectLauncher {
             slots[num_slots] = (uint64_t)((int64_t)(range.hi - range.lo) / extent_bytes_[k]);
             pointers[num_slots] = &slots[num_slots];
         }
-        if ((int64_t)grid[0] * grid[1] * grid[2] == 0) return py::none();
+        int64_t programs;
+        if (__builtin_mul_overflow((int64_t)grid[0] * grid[1], (int64_t)grid[2], &programs))
+            return slow(all);  /* which says why */
+        if (programs == 0) return py::none();
         if (entry == SERVER) return arena_launch(all, a[4], args, grid, threads, slots, num_slots);
         int rc;
         {
@@ -193,7 +199,7 @@ class DirectLauncher {
     py::object arena_launch(py::args all, PyObject *function, PyObject *const *args, const int32_t grid[3],
                             int32_t threads, uint64_t *slots, size_t num_slots) {
         Span spans[MAX_PARAMS];
-        size_t num_spans = 0, span_of[MAX_PARAMS];
+        size_t num_spans = 0, span_of[MAX_PARAMS] = {};
         for (size_t i = 0; i < params_.size(); i++) {
             const Param &p = params_[i];
             if (p.kind != POINTER) continue;
@@ -201,17 +207,10 @@ class DirectLauncher {
             uintptr_t key;
             if (!byte_range(args[p.position], slots[i], &range) || !storage_of(args[p.position], &key))
                 return slow(all);
-            size_t s = 0;
-            while (s < num_spans && spans[s].key != key) s++;
-            if (s == num_spans) {
-                spans[num_spans++] = Span{range.lo, range.hi, key, p.written, 0};
-            } else {
-                spans[s].lo = spans[s].lo < range.lo ? spans[s].lo : range.lo;
-                spans[s].hi = spans[s].hi > range.hi ? spans[s].hi : range.hi;
-                spans[s].written |= p.written;
-            }
-            span_of[i] = s;
+            spans[num_spans] = Span{range.lo, range.hi, key, p.written, 0};
+            span_of[i] = num_spans++;
         }
+        num_spans = merge_spans(spans, num_spans, span_of, params_.size());
         uint64_t total = 0;
         for (size_t s = 0; s < num_spans; s++) {
             spans[s].offset = total;
@@ -224,15 +223,16 @@ class DirectLauncher {
         if (!server) throw py::error_already_set();
         if (server.is_none()) return slow(all);
         py::tuple t = py::reinterpret_borrow<py::tuple>(server);
-        uint32_t handle = t[0].cast<uint32_t>();
-        uint8_t *arena = (uint8_t *)t[1].cast<uintptr_t>();
-        int request_fd = t[2].cast<int>(), reply_fd = t[3].cast<int>();
-        int timeout_ms = t[4].cast<int>();
+        /* The lock first: a cast below that throws must still release it, or every later launch waits. */
         py::object lock = t[5];
         struct Release {
             py::object &lock;
             ~Release() { lock.attr("release")(); }
         } release{lock};
+        uint32_t handle = t[0].cast<uint32_t>();
+        uint8_t *arena = (uint8_t *)t[1].cast<uintptr_t>();
+        int request_fd = t[2].cast<int>(), reply_fd = t[3].cast<int>();
+        int64_t timeout_ms = t[4].cast<int64_t>();
 
         size_t n = num_slots, values_at = (24 + n + 7) / 8 * 8;
         std::vector<uint8_t> message(8 + values_at + 8 * n, 0);
@@ -281,7 +281,7 @@ class DirectLauncher {
 
     /* Writes the request and reads the reply's status and payload: -1 when the stream closed, -2 when no
      * reply came within timeout_ms, -3 when a Python signal handler raised (its exception is set). */
-    static int32_t round_trip(int request_fd, int reply_fd, const std::vector<uint8_t> &message, int timeout_ms,
+    static int32_t round_trip(int request_fd, int reply_fd, const std::vector<uint8_t> &message, int64_t timeout_ms,
                               std::string *body) {
         size_t sent = 0;
         while (sent < message.size()) {
@@ -299,12 +299,13 @@ class DirectLauncher {
         uint32_t length;
         std::memcpy(&status, header, 4);
         std::memcpy(&length, header + 4, 4);
+        if (length > MAX_RUN_REPLY) return -4;
         body->resize(length);
         if (length && (rc = read_exact(reply_fd, &(*body)[0], length, timeout_ms, start))) return rc;
         return status;
     }
 
-    static int32_t read_exact(int fd, void *buffer, size_t n, int timeout_ms, struct timespec start) {
+    static int32_t read_exact(int fd, void *buffer, size_t n, int64_t timeout_ms, struct timespec start) {
         uint8_t *p = (uint8_t *)buffer;
         while (n) {
             int wait = -1;
@@ -313,7 +314,9 @@ class DirectLauncher {
                 clock_gettime(CLOCK_MONOTONIC, &now);
                 int64_t spent = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
                 if (spent >= timeout_ms) return -2;
-                wait = (int)(timeout_ms - spent);
+                /* poll takes an int: a longer wait is cut into pieces, the deadline stays the reply's */
+                int64_t left = timeout_ms - spent;
+                wait = left < INT32_MAX ? (int)left : INT32_MAX;
             }
             struct pollfd ready = {fd, POLLIN, 0};
             int r = poll(&ready, 1, wait);
@@ -331,6 +334,42 @@ class DirectLauncher {
             n -= (size_t)got;
         }
         return 0;
+    }
+
+    /* Joins spans that share a storage or whose bytes overlap, so each byte of memory has one place in the
+     * arena: two written views of one buffer from different storages (torch.frombuffer over one bytearray
+     * and a memoryview of it) copied back as separate spans would each overwrite the other's stores.
+     * `span_of` maps each of the `num_params` parameters to its span and is renumbered. Quadratic: a
+     * launch has few spans. */
+    static size_t merge_spans(Span *spans, size_t n, size_t *span_of, size_t num_params) {
+        size_t group[MAX_PARAMS];
+        for (size_t s = 0; s < n; s++) group[s] = s;
+        for (bool joined = true; joined;) {
+            joined = false;
+            for (size_t a = 0; a < n; a++) {
+                for (size_t b = a + 1; b < n; b++) {
+                    if (group[b] == group[a]) continue;
+                    Span &x = spans[group[a]], &y = spans[group[b]];
+                    bool overlap = x.lo < y.hi && y.lo < x.hi;
+                    if (x.key != y.key && !overlap) continue;
+                    x.lo = x.lo < y.lo ? x.lo : y.lo;
+                    x.hi = x.hi > y.hi ? x.hi : y.hi;
+                    x.written |= y.written;
+                    size_t gone = group[b];
+                    for (size_t c = 0; c < n; c++)
+                        if (group[c] == gone) group[c] = group[a];
+                    joined = true;
+                }
+            }
+        }
+        size_t number[MAX_PARAMS], kept = 0;
+        for (size_t s = 0; s < n; s++) {
+            if (group[s] != s) continue;
+            number[s] = kept;
+            spans[kept++] = spans[s];
+        }
+        for (size_t i = 0; i < num_params && n; i++) span_of[i] = number[group[span_of[i]]];
+        return kept;
     }
 
     /* The address of a tensor's storage, which groups views of one storage into one span. */

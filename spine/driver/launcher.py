@@ -7,6 +7,8 @@ wrappers, tensor descriptors and tuples, the alias-safe variant, launch hooks, p
 from __future__ import annotations
 
 import functools
+import math
+import operator
 import platform
 import re
 import warnings
@@ -85,6 +87,28 @@ def runtime_params(src) -> tuple[list[Param], list[ArgumentSource]]:
     return params, sources
 
 
+_MAX_GRID_DIM = 2**31 - 1      # program ids are int32 in every dimension, as on GPUs
+_MAX_PROGRAMS = 2**63 - 1      # the grid runtime counts programs in an int64
+
+
+def checked_grid(grid, kernel: str) -> tuple[int, int, int]:
+    """The launch's grid as three ints within what the runtimes count: a negative, fractional or too large
+    dimension is an error here, never a grid cut to 32 bits (2**32 + 1 programs ran one, 2**31 none)."""
+    dims = []
+    for axis, value in zip("xyz", grid):
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(f"kernel '{kernel}': grid dimension {axis} is {value!r}, not an integer") from None
+        if not 0 <= value <= _MAX_GRID_DIM:
+            raise ValueError(f"kernel '{kernel}': grid dimension {axis} is {value}; each dimension must be "
+                             f"within 0..{_MAX_GRID_DIM}")
+        dims.append(value)
+    if math.prod(dims) > _MAX_PROGRAMS:
+        raise ValueError(f"kernel '{kernel}': the grid {tuple(dims)} has more than 2**63 - 1 programs")
+    return tuple(dims)
+
+
 class CPULauncher:
 
     def __init__(self, src, metadata):
@@ -133,6 +157,7 @@ class CPULauncher:
 
     def __call__(self, gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
                  launch_enter_hook, launch_exit_hook, *args):
+        grid = checked_grid((gridX, gridY, gridZ), self.kernel_name)
         values = []
         for param, value, encode in zip(self.params, self._flat_arguments(args), self.encoders):
             if encode is None:
@@ -148,7 +173,7 @@ class CPULauncher:
         if launch_enter_hook is not None:
             launch_enter_hook(launch_metadata)
         with _bounds_errors_recognised():
-            function.launch((gridX, gridY, gridZ), Arguments(self.all_params, tuple(values), self.written))
+            function.launch(grid, Arguments(self.all_params, tuple(values), self.written))
         if launch_exit_hook is not None:
             launch_exit_hook(launch_metadata)
 

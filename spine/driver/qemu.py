@@ -173,39 +173,56 @@ class QemuServer:
 
 @dataclass
 class _Span:
-    """Bytes of one storage that a launch's arguments may touch, copied into the arena as one piece."""
+    """Bytes of memory that a launch's arguments may touch, copied into the arena as one piece."""
     lo: int
     hi: int
     written: bool
+    storages: set = field(default_factory=set)
     arena_offset: int = 0
+
+    def joins(self, other: _Span) -> bool:
+        return bool(self.storages & other.storages) or (self.lo < other.hi and other.lo < self.hi)
+
+    def absorb(self, other: _Span) -> None:
+        self.lo, self.hi = min(self.lo, other.lo), max(self.hi, other.hi)
+        self.written = self.written or other.written
+        self.storages |= other.storages
+
+
+def _joined(spans: list[_Span], new: _Span) -> _Span:
+    """Adds `new` to `spans`, absorbing every span it shares a storage or bytes with (transitively)."""
+    for span in [s for s in spans if s.joins(new)]:
+        spans.remove(span)
+        new.absorb(span)
+    if any(s.joins(new) for s in spans):   # the union reached further spans
+        return _joined(spans, new)
+    spans.append(new)
+    return new
 
 
 def arena_layout(args: Arguments) -> tuple[list[int], list[_Span], int]:
     """The slots of a launch under QEMU (tensors as arena offsets), the spans to copy, and the arena bytes
-    they need. Views of one storage share a span, so aliasing views behave as they do natively."""
-    spans: dict[int, _Span] = {}
+    they need. Views of one storage share a span, and so do arguments whose bytes overlap though their
+    storages differ (torch.frombuffer over one buffer and over a memoryview of it): each byte of memory
+    has one place in the arena, so aliasing arguments behave as they do natively, and copying back one
+    span never overwrites what the kernel stored through another."""
+    spans: list[_Span] = []
     placed = []
     for param, value in zip(args.params, args.values):
         if not param.is_pointer:
             continue
-        lo = value.data_ptr()
-        hi = lo + _extent_bytes(value)
-        key = value.untyped_storage().data_ptr()
-        span = spans.get(key)
-        written = param.index in args.written
-        if span is None:
-            span = spans[key] = _Span(lo, hi, written)
-        else:
-            span.lo, span.hi, span.written = min(span.lo, lo), max(span.hi, hi), span.written or written
-        placed.append((param.index, lo, span))
+        lo, storage = value.data_ptr(), value.untyped_storage().data_ptr()
+        _joined(spans, _Span(lo, lo + _extent_bytes(value), param.index in args.written, {storage}))
+        placed.append((param.index, lo, storage))
     total = 0
-    for span in spans.values():
+    for span in spans:
         span.arena_offset = total
         total += (span.hi - span.lo + ALIGN - 1) // ALIGN * ALIGN
     slots = list(args.values)
-    for index, lo, span in placed:
+    for index, lo, storage in placed:
+        span = next(s for s in spans if storage in s.storages)   # one: spans sharing a storage were joined
         slots[index] = span.arena_offset + lo - span.lo
-    return slots, list(spans.values()), total
+    return slots, spans, total
 
 
 def _extent_bytes(tensor) -> int:
@@ -287,19 +304,24 @@ class QemuKernel:
             handle = self._handle(server)
             timeout = kernel_timeout()
             return (handle, server.arena_addr, server.channel.write_fd, server.channel.read_fd,
-                    -1 if timeout is None else max(int(timeout * 1000), 1), lock)
+                    -1 if timeout is None else max(round(timeout * 1000), 1), lock)
         except BaseException:
             lock.release()
             raise
 
     def check(self, status: int, body: bytes) -> None:
         """Raises what a launch by the fast path ended in: status -1 the server died, -2 it did not answer in
-        time, -3 the wait was interrupted (the server is stopped; the caller raises the interruption), else
-        the kernel server's reply status and payload."""
+        time, -3 the wait was interrupted (the server is stopped; the caller raises the interruption), -4 the
+        reply announced a longer payload than a RUN has (the stream is out of step: the server is stopped),
+        else the kernel server's reply status and payload."""
         server = self.executor.server
         if status == -3:
             self.executor.shutdown()
             return
+        if status == -4:
+            self.executor.shutdown()
+            raise KernelFault(f"kernel '{self.name}': the QEMU kernel server's reply announced more bytes than a "
+                              f"launch's reply holds; it was stopped")
         if status in (-1, -2):
             fault = server.died() if status == -1 else server.hung(kernel_timeout())
             self.executor.shutdown()

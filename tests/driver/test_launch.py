@@ -163,6 +163,47 @@ def test_empty_grid_launches_nothing(target):
     assert torch.equal(out, torch.full((4,), -1.0))
 
 
+@pytest.mark.parametrize("grid", [(2**32 + 1,), (2**31,), (-1,), (1, -3), (2**31 - 1, 2**31 - 1, 4)])
+@pytest.mark.parametrize("python_launcher", [False, True])
+def test_a_grid_the_runtime_cannot_count_is_an_error(target, grid, python_launcher):
+    """Grid dimensions are int32 program ids and the program count an int64: a grid beyond either is a
+    clear error on both launch paths, never one cut to 32 bits (2**32 + 1 ran one program, 2**31 none)."""
+    x, out = torch.rand(4), torch.full((4,), -1.0)
+    hook = triton.knobs.runtime.launch_enter_hook
+    if python_launcher:
+        hook.add(print)
+    try:
+        with pytest.raises(ValueError, match="grid"):
+            add_kernel[grid](x, x, out, 4, BLOCK=4)
+    finally:
+        if python_launcher:
+            hook.remove(print)
+    assert torch.equal(out, torch.full((4,), -1.0))
+    test_one_element_add(target)
+
+
+def test_a_long_kernel_timeout_under_qemu(monkeypatch):
+    """SPINE_KERNEL_TIMEOUT=3000000 is 3e9 ms, past a C int: the fast path once failed its first launch
+    casting it ("Unable to cast") with the executor's lock still held, and every later launch waited for
+    that lock forever. Launches in a thread, so a hang fails the test instead of ending the run."""
+    import platform
+    from spine.driver import CPUDriver
+    if platform.machine() == "riscv64":
+        pytest.skip("no QEMU on a riscv64 machine")
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    monkeypatch.setenv("SPINE_KERNEL_TIMEOUT", "3000000")
+    outcome = []
+
+    def launches():
+        for _ in range(2):
+            test_one_element_add("riscv64")
+        outcome.append("done")
+    worker = threading.Thread(target=launches, daemon=True)
+    worker.start()
+    worker.join(120)
+    assert outcome == ["done"]
+
+
 # The kernel objects, used directly.
 
 def _loaded(target):
