@@ -315,3 +315,36 @@ def _interrupt_long_launches(out):
             timer.join()
             hook.remove(print)
         test_one_element_add("riscv64")
+
+
+def test_the_fast_path_refuses_a_reply_longer_than_a_run_has(monkeypatch):
+    """A kernel server out of step (or hostile) announces a 2 GiB reply: the launch fails with a clear
+    KernelFault and the server is stopped, instead of the host allocating and waiting for what it said."""
+    import ctypes
+    import platform
+    from spine.driver import CPUDriver
+    from spine.driver.qemu import QemuKernel
+    if platform.machine() == "riscv64":
+        pytest.skip("no QEMU on a riscv64 machine")
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    test_one_element_add("riscv64")   # compiled, and the fast path built
+    arena = ctypes.create_string_buffer(1 << 16)
+    request_read, request_write = os.pipe()
+    reply_read, reply_write = os.pipe()
+    os.write(reply_write, struct.pack("<iI", 0, 1 << 31))
+    lock = threading.Lock()
+
+    def lying_server(self, arena_bytes):
+        lock.acquire()
+        return (0, ctypes.addressof(arena), request_write, reply_read, 10_000, lock)
+    monkeypatch.setattr(QemuKernel, "direct_server", lying_server)
+    try:
+        x, out = torch.rand(4), torch.zeros(4)
+        with pytest.raises(KernelFault, match="announced more bytes"):
+            add_kernel[(1,)](x, x, out, 4, BLOCK=4)
+        assert not lock.locked()
+    finally:
+        for fd in (request_read, request_write, reply_read, reply_write):
+            os.close(fd)
+    monkeypatch.undo()
+    test_one_element_add("riscv64")
