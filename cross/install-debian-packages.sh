@@ -24,17 +24,22 @@ qemu_is_new_enough || missing+=(qemu-user)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
+. "$(dirname "$0")/apt_sources.sh"
 SUDO=""
 if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 release=()
 . /etc/os-release
 if [ "${VERSION_CODENAME:-}" = "bookworm" ] && [[ " ${missing[*]} " == *" qemu-user "* ]]; then
-  echo "Types: deb
-URIs: http://deb.debian.org/debian
+  if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    archive=$(archive_serving bookworm)
+    [ -n "$archive" ] || { echo "no configured apt source serves bookworm: cannot add bookworm-backports" >&2; exit 1; }
+    echo "Types: deb
+URIs: $archive
 Suites: bookworm-backports
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" | $SUDO tee /etc/apt/sources.list.d/bookworm-backports.sources >/dev/null
+  fi
   release=(-t bookworm-backports)
 fi
 $SUDO apt-get update -qq
