@@ -16,7 +16,7 @@ rewrite runs after deallocation:
 from __future__ import annotations
 
 from ..ir_names import CAS_FUNCTION
-from .ir_walk import collect_ops
+from ..ir_walk import collect_ops
 
 
 def expand_compare_and_swap(module) -> None:

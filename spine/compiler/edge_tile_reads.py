@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .ir_walk import (at_origin, collect_ops, constant_int, defined_outside, defining_op, inside,
+from ..ir_walk import (at_origin, collect_ops, constant_int, defined_outside, defining_op, inside,
                       offsets_sizes_strides, same_place, through_casts, view_sizes, yielded)
 
 MARK = "spine.edge_tile"

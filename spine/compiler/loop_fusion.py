@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .ir_walk import (VIEW_OPS, collect_ops, constant_int, defined_outside, defining_op, through_casts,
+from ..ir_walk import (VIEW_OPS, collect_ops, constant_int, defined_outside, defining_op, through_casts,
                       without_effects)
 
 _LOCAL = ("memref.alloca", "memref.alloc", "memref.get_global")     # (globals: constants, never written)

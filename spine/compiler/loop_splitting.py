@@ -32,7 +32,7 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, scf
 
-from .ir_walk import collect_ops, constant_int, defined_outside, defining_op
+from ..ir_walk import collect_ops, constant_int, defined_outside, defining_op
 
 MAX_SPLITS = 2
 CASTS = ("arith.index_cast", "arith.index_castui")

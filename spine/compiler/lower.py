@@ -13,7 +13,7 @@ from ..errors import SpineCompilationError, describe_location
 from ..targets import STACK_TILE_BYTES
 from .atomic_expansion import expand_compare_and_swap
 from .edge_tile_reads import mark_edge_tiles, read_edge_tiles_in_place
-from .ir_walk import collect_ops, defining_op, offsets_sizes_strides
+from ..ir_walk import collect_ops, defining_op, offsets_sizes_strides
 from .loop_fusion import fuse_adjacent_loops
 from .loop_splitting import split_loops_at_bounds
 from .math_expansion import expand_math

@@ -32,7 +32,7 @@ import math as pymath
 from mlir import ir
 from mlir.dialects import arith, llvm, math
 
-from .ir_walk import collect_ops
+from ..ir_walk import collect_ops
 
 LOG2E = 1.44269504088896341
 LN2_HI = 0.693359375

@@ -26,7 +26,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from .ir_walk import collect_ops, defined_outside, defining_op, inside, without_effects
+from ..ir_walk import collect_ops, defined_outside, defining_op, inside, without_effects
 
 _COMBINES = ("arith.maxnumf", "arith.minnumf")
 

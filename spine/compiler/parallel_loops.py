@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 
 from ..ir_names import PARALLEL_LOOP
-from .ir_walk import collect_ops
+from ..ir_walk import collect_ops
 
 TO_OPENMP = "convert-scf-to-openmp"
 OPENMP_TO_LLVM = "convert-openmp-to-llvm"

@@ -26,7 +26,7 @@ from typing import Optional
 
 from ..ir_names import STRIDED_TWIN
 from ..targets import L1_WAY_BYTES
-from .ir_walk import collect_ops, defining_op, offsets_sizes_strides
+from ..ir_walk import collect_ops, defining_op, offsets_sizes_strides
 
 # Ops that neither read nor write memory: a call may move past them.
 VIEW_AND_INDEX_OPS = ("memref.subview", "memref.reinterpret_cast", "memref.cast", "memref.extract_strided_metadata",

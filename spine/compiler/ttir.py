@@ -32,7 +32,7 @@ def record_microkernel(mod, triple: str, cpu: str, features: str) -> None:
     from triton._C.libtriton import ir
 
     from ..ir_names import MICROKERNEL_ATTRIBUTE
-    from .microkernels import choose
+    from ..microkernels import choose
     kernel = choose(triple, cpu, features)
     mod.set_attr(MICROKERNEL_ATTRIBUTE, ir.builder(mod.context).get_string_attr(kernel.name))
 

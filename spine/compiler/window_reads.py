@@ -20,7 +20,7 @@ calls each (and the vector registers they spill).
 """
 from __future__ import annotations
 
-from .ir_walk import at_origin, collect_ops, defining_op, same_place, through_casts, view_sizes, yielded
+from ..ir_walk import at_origin, collect_ops, defining_op, same_place, through_casts, view_sizes, yielded
 
 
 def read_windows_in_place(module) -> None:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from ..compiler.microkernels import MICROKERNELS
+from ..microkernels import MICROKERNELS
 from ..errors import SpineCompilationError
 from ..ir_names import MICROKERNEL_ATTRIBUTE, PREFETCH_ATTRIBUTE
 # Importing the handler modules registers them.
@@ -83,7 +83,7 @@ def _kernel_function(module: ir.Module):
 
 
 def _microkernel(module: ir.Module):
-    """The packed-matmul micro-kernel the pipeline chose for the target (compiler/microkernels.py), or
+    """The packed-matmul micro-kernel the pipeline chose for the target (spine/microkernels.py), or
     None when the TTIR does not name one (tt.dot then stays generic loops)."""
     attributes = module.operation.attributes
     if MICROKERNEL_ATTRIBUTE not in attributes:

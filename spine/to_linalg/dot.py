@@ -13,7 +13,7 @@ once at the end, as the interpreter and the GPUs' tensor cores do; rounding ever
 Batched (3-D) dots get a leading batch loop.
 
 Where the target has a packed-matmul micro-kernel (the module's `spine.microkernel` attribute, recorded
-by the pipeline from the target, compiler/microkernels.py) and the product is large enough to pay for
+by the pipeline from the target, spine/microkernels.py) and the product is large enough to pay for
 packing, a 2-D dot goes through the packed matmul that smt.dot uses (smt_dot.packed_product) instead:
 operands packed into panels, a register-blocked vector inner loop. Both sum along k in order; the
 packed matmul may add an accumulator it does not update in place after the products rather than before

@@ -24,7 +24,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import bufferization, func, linalg, memref, tensor
 
-from ..compiler.microkernels import MICROKERNELS
+from ..microkernels import MICROKERNELS
 from ..ir_names import STRIDED_TWIN
 from . import smt_microkernel as mk
 from .smt_panels import zero

@@ -1,5 +1,5 @@
 """The packed matmul's code, emitted as one private function per operand layout: C (+)= A @ B over memrefs,
-written in MLIR's vector dialect so that one emitter serves every target (compiler/microkernels.py gives
+written in MLIR's vector dialect so that one emitter serves every target (spine/microkernels.py gives
 the vector width, the register block and the panel layouts; scalable vectors for RVV, fixed ones for x86).
 
 Why MLIR rather than C with intrinsics: the kernel then goes through the same lowering and LLVM codegen as
@@ -40,7 +40,7 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf, vector
 
-from ..compiler.microkernels import MicroKernel
+from ..microkernels import MicroKernel
 from ..targets import L1_WAY_BYTES
 from . import index_math as im
 from . import smt_panels as panels

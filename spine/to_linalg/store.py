@@ -11,7 +11,7 @@ import math
 from mlir import ir
 from mlir.dialects import bufferization, memref, scf, tensor
 
-from ..compiler.ir_walk import constant_int
+from ..ir_walk import constant_int
 from . import bounds
 from . import builders as b
 from . import index_math as im

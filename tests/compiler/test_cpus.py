@@ -10,7 +10,7 @@ import triton
 
 from spine.compiler.export import export_generic
 from spine.compiler.lower import LoweringChoices, lower
-from spine.compiler.microkernels import choose
+from spine.microkernels import choose
 from spine.compiler.pipeline import make_so
 from spine.driver import CPUDriver
 from spine.options import CPUOptions

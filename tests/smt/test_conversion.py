@@ -7,7 +7,7 @@ import triton.language.extra.smt as smt
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from spine.compiler.microkernels import MICROKERNELS, choose
+from spine.microkernels import MICROKERNELS, choose
 from spine.errors import SpineCompilationError
 from spine.language.smt.reference import RESERVED_PREFIX
 from spine.to_linalg import smt_calls

@@ -2,7 +2,7 @@
 
 Kernels load blocks, view them as packed micro tiles and multiply the tiles; Spine lowers the product to a
 packed matmul whose inner loop is a register-blocked vector micro-kernel (RVV on riscv64, AVX-512/AVX2 on
-x86-64; compiler/microkernels.py says which where).
+x86-64; spine/microkernels.py says which where).
 
     descriptor_load(block_ptr, offsets)      the block a block pointer describes, moved by offsets
                                              (elements outside the tensor read as zero)

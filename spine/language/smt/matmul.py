@@ -9,7 +9,7 @@ accumulator fp16 across a loop) and int32 for int8; `out_dtype=` asks for anothe
 fp32 sums). With `acc=` (or written `acc += smt.dot(a, b)`, which the conversion fuses) the sums are added
 to acc in the wider type and rounded once, into acc's type.
 
-The micro-kernel the call will use is chosen here, where the target is known (compiler/microkernels.py),
+The micro-kernel the call will use is chosen here, where the target is known (spine/microkernels.py),
 and recorded on the call for the conversion.
 """
 from __future__ import annotations
@@ -53,6 +53,6 @@ def _as_k_by_n(a, b, _semantic) -> tl.tensor:
 
 
 def _microkernel(_semantic) -> str:
-    from ...compiler.microkernels import choose
+    from ...microkernels import choose
     options = _semantic.builder.options
     return choose(getattr(options, "triple", ""), getattr(options, "cpu", ""), getattr(options, "features", "")).name

@@ -76,7 +76,7 @@ def choose(triple: str, cpu: str, features: str) -> MicroKernel:
     """The micro-kernel for code built for `triple`, `cpu` with LLVM `features` (an empty feature string
     means the CPU's own features; a RISC-V CPU not known to have V gets the portable kernel: scalable
     vectors on a CPU without V would not compile, fixed ones always do)."""
-    from ..targets import cpu_features
+    from .targets import cpu_features
     enabled = cpu_features(triple, cpu, features)
     if triple.startswith("riscv64"):
         return MICROKERNELS["rvv" if "+v" in enabled else "portable"]
