@@ -3,22 +3,34 @@ over a byte stream. Nothing here knows about QEMU: any transport that carries by
 local guest, a socket or serial line to a board) speaks it.
 
     request  = u32 command, u32 payload length, payload
-    reply    = i32 status,  u32 payload length, payload     (0: success, 1: error, 2: device assertion)
+    reply    = i32 status,  u32 payload length, payload     (0: success, 1: error, 2: device assertion,
+                                                             3: the kernel table is full)
 
 The server says hello first: a success reply whose payload is its u32 core count. See kernel_server.c
-for each command's payload."""
+for each command's payload.
+
+A reply is believed only as far as its request allows: a length longer than the request can get, or a
+status the server never sends, means the stream is out of step (or the other side is not the server),
+so the channel is cut off rather than trusted (ChannelBroken). A timeout bounds the whole reply."""
 from __future__ import annotations
 
 import os
 import select
 import struct
+import time
 from dataclasses import dataclass
 
 from ..errors import DeviceAssertionError
 
 CMD_LOAD, CMD_RUN, CMD_PING, CMD_RUN_PROFILED, CMD_COUNTER = 1, 2, 3, 4, 5
-STATUS_OK, STATUS_ERROR, STATUS_ASSERTION = 0, 1, 2
+STATUS_OK, STATUS_ERROR, STATUS_ASSERTION, STATUS_TABLE_FULL = 0, 1, 2, 3
 KIND_VALUE, KIND_ARENA_OFFSET = 0, 1
+# The longest reply other than a profile block or a READ: the server's messages are under 1 KiB.
+MAX_SMALL_REPLY = 4096
+# A profile block has no bound its request sets (scopes inside loops): only the length field's. Its
+# bytes are stored as they arrive, so a length that lies costs no memory.
+MAX_PROFILE_REPLY = 0xFFFFFFFF
+_READ_STEP = 1 << 20   # bytes taken off the stream per read: memory follows what arrived, not what was announced
 
 _HEADER = struct.Struct("<iI")
 _RUN_HEAD = struct.Struct("<III4iI")   # request header, then handle, grid, threads, argument count
@@ -28,12 +40,21 @@ class ChannelClosed(Exception):
     """The other side closed the stream (the server died)."""
 
 
+class ChannelBroken(ChannelClosed):
+    """The other side broke the protocol (a reply longer than its request can get, a status the server
+    never sends): nothing more on the stream can be trusted, so the channel was cut off."""
+
+
 class ChannelTimeout(Exception):
     """No reply within the timeout."""
 
 
 class ServerError(RuntimeError):
     """The server answered a request with an error."""
+
+
+class KernelTableFull(ServerError):
+    """The server's table of loaded kernels is full: a new server (an empty table) loads it."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +91,42 @@ def frame(command: int, payload: bytes) -> bytes:
     return struct.pack("<II", command, len(payload)) + payload
 
 
+def reply_limit(message) -> int:
+    """The longest reply the framed request `message` can get."""
+    command = struct.unpack_from("<I", message)[0] if len(message) >= 4 else None
+    return MAX_PROFILE_REPLY if command == CMD_RUN_PROFILED else MAX_SMALL_REPLY
+
+
+def checked_header(status: int, length: int, limit: int) -> None:
+    """Raises ChannelBroken for a reply header the server would never send in answer to a request whose
+    reply is at most `limit` bytes."""
+    if status not in (STATUS_OK, STATUS_ERROR, STATUS_ASSERTION, STATUS_TABLE_FULL):
+        raise ChannelBroken(f"the kernel server answered with status {status}, which it never sends")
+    if length > (limit if status == STATUS_OK else MAX_SMALL_REPLY):
+        raise ChannelBroken(f"the kernel server announced a reply of {length} bytes to a request that gets at "
+                            f"most {limit if status == STATUS_OK else MAX_SMALL_REPLY}")
+
+
+def raise_for_status(status: int, body: bytes) -> bytes:
+    """The body of a successful reply; else the error the reply reports."""
+    if status == STATUS_ASSERTION:
+        raise DeviceAssertionError(f"device assertion failed: {body.decode(errors='replace')}")
+    if status == STATUS_TABLE_FULL:
+        raise KernelTableFull(body.decode(errors="replace"))
+    if status != STATUS_OK:
+        raise ServerError(body.decode(errors="replace"))
+    return body
+
+
+def deadline_after(timeout: float | None) -> float | None:
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def seconds_left(deadline: float | None) -> float | None:
+    """None: no deadline; else at least 0."""
+    return None if deadline is None else max(deadline - time.monotonic(), 0.0)
+
+
 class Channel:
     """Request/reply framing over two file descriptors (a stream each way)."""
 
@@ -83,31 +140,48 @@ class Channel:
 
     def send(self, message: bytes, timeout: float | None = None) -> bytes:
         """Sends one framed request and returns the reply's payload; a failed device assertion raises
-        DeviceAssertionError with the server's message, any other error ServerError."""
+        DeviceAssertionError with the server's message, a full kernel table KernelTableFull, any other
+        error ServerError. `timeout` bounds the whole reply."""
+        limit = reply_limit(message)
         try:
-            while message:
-                message = message[os.write(self.write_fd, message):]
+            view = memoryview(message)
+            while view:
+                view = view[os.write(self.write_fd, view):]
         except OSError:
             pass  # the reply read below reports the closed stream
-        status, body = self.read_reply(timeout)
-        if status == STATUS_ASSERTION:
-            raise DeviceAssertionError(f"device assertion failed: {body.decode(errors='replace')}")
-        if status != STATUS_OK:
-            raise ServerError(body.decode(errors="replace"))
-        return body
+        return raise_for_status(*self.read_reply(timeout, limit))
 
-    def read_reply(self, timeout: float | None) -> tuple[int, bytes]:
-        status, length = _HEADER.unpack(self._read_exact(8, timeout))
-        return status, self._read_exact(length, timeout) if length else b""
+    def read_reply(self, timeout: float | None, limit: int = MAX_SMALL_REPLY) -> tuple[int, bytes]:
+        """One reply of at most `limit` bytes, whole within `timeout` seconds (ChannelTimeout); any
+        other reply cuts the channel off (ChannelBroken)."""
+        deadline = deadline_after(timeout)
+        status, length = _HEADER.unpack(self._read_exact(8, deadline))
+        try:
+            checked_header(status, length, limit)
+        except ChannelBroken:
+            self.cut_off()
+            raise
+        return status, self._read_exact(length, deadline) if length else b""
 
-    def _read_exact(self, n: int, timeout: float | None) -> bytes:
-        out = b""
-        milliseconds = None if timeout is None else max(int(timeout * 1000), 1)
+    def cut_off(self) -> None:
+        """Ends both streams while keeping their descriptors, which belong to whoever made the channel:
+        /dev/null takes their place, so the server reads the end of its requests and exits, and every
+        later reply read here finds the stream closed."""
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            for fd in (self.read_fd, self.write_fd):
+                os.dup2(null, fd, inheritable=False)
+        finally:
+            os.close(null)
+
+    def _read_exact(self, n: int, deadline: float | None) -> bytes:
+        out = bytearray()
         while len(out) < n:
-            if not self._poll.poll(milliseconds):
+            left = seconds_left(deadline)
+            if left == 0 or not self._poll.poll(None if left is None else max(int(left * 1000), 1)):
                 raise ChannelTimeout()
-            chunk = os.read(self.read_fd, n - len(out))
+            chunk = os.read(self.read_fd, min(n - len(out), _READ_STEP))
             if not chunk:
                 raise ChannelClosed()
             out += chunk
-        return out
+        return bytes(out)

@@ -5,8 +5,9 @@ named by their content hash, so later connections find them there. A launch is o
 ranges of the tensor arguments go out (grouped by storage, laid out as in the QEMU arena), the grid runs,
 and the ranges the kernel may write come back; nothing else crosses. A kernel that faults ends the server
 (KernelFault, with the fault's report); one that runs past SPINE_KERNEL_TIMEOUT is stopped with its
-connection (KernelFault); a connection that ends during a launch raises RemoteConnectionLost. The next
-launch connects anew in every case."""
+connection (KernelFault); a connection that ends during a launch, or a reply the request cannot get (a
+length beyond it, a status the server never sends), raises RemoteConnectionLost. The next launch connects
+anew in every case, and so does a load that finds the server's kernel table full."""
 from __future__ import annotations
 
 import atexit
@@ -107,6 +108,10 @@ class RemoteServer:
         kernel to finish, so a timeout means the kernel hung."""
         try:
             yield
+        except protocol.ChannelBroken as error:
+            self.close()
+            raise RemoteConnectionLost(f"{error} during {during} (SPINE_REMOTE={self.link.command!r}); "
+                                       f"the connection was closed") from None
         except TimeoutError:
             self.close()
             if kernel:
@@ -122,39 +127,42 @@ class RemoteServer:
                 raise KernelFault(f"the kernel crashed on the board: {with_source_line(report)}") from None
             raise RemoteConnectionLost(message) from None
 
-    def reply(self, timeout: float | None, during: str = "the launch", kernel: bool = False) -> tuple[int, bytes]:
+    def reply(self, timeout: float | None, during: str = "the launch", kernel: bool = False,
+              limit: int = protocol.MAX_SMALL_REPLY) -> tuple[int, bytes]:
+        """One reply of at most `limit` bytes, all of it within `timeout` seconds."""
+        deadline = protocol.deadline_after(timeout)
         with self._reading(timeout, during, kernel):
-            status, length = _REPLY_HEADER.unpack(self.link.read_exact(8, timeout))
-            return status, self.link.read_exact(length, timeout) if length else b""
+            status, length = _REPLY_HEADER.unpack(self.link.read_exact(8, deadline))
+            protocol.checked_header(status, length, limit)
+            return status, self.link.read_exact(length, deadline) if length else b""
 
     def receive_range(self, address: int, n: int, timeout: float | None) -> None:
-        """A READ's reply, straight into memory at `address`."""
+        """A READ's reply, straight into memory at `address`: exactly `n` bytes, or an error."""
+        deadline = protocol.deadline_after(timeout)
         with self._reading(timeout, "the launch", False):
-            status, length = _REPLY_HEADER.unpack(self.link.read_exact(8, timeout))
-            if status == protocol.STATUS_OK and length == n:
-                self.link.read_into(memoryview((ctypes.c_char * n).from_address(address)).cast("B"), timeout)
+            status, length = _REPLY_HEADER.unpack(self.link.read_exact(8, deadline))
+            protocol.checked_header(status, length, n)
+            if status == protocol.STATUS_OK and length != n:
+                raise protocol.ChannelBroken(f"the kernel server answered a READ of {n} bytes with {length}")
+            if status == protocol.STATUS_OK:
+                self.link.read_into(memoryview((ctypes.c_char * n).from_address(address)).cast("B"), deadline)
                 return
-            body = self.link.read_exact(length, timeout) if length else b""
+            body = self.link.read_exact(length, deadline) if length else b""
         self.checked(status, body)
-        raise protocol.ServerError(f"READ answered {length} bytes for {n}")
 
     @staticmethod
     def checked(status: int, body: bytes) -> bytes:
-        if status == protocol.STATUS_ASSERTION:
-            raise DeviceAssertionError(f"device assertion failed: {body.decode(errors='replace')}")
-        if status != protocol.STATUS_OK:
-            raise protocol.ServerError(body.decode(errors="replace"))
-        return body
+        return protocol.raise_for_status(status, body)
 
     def request(self, command: int, payload: bytes, timeout: float | None = START_TIMEOUT) -> bytes:
         self.send(command, payload)
         return self.checked(*self.reply(timeout))
 
     def ensure_file(self, name: str, data: bytes, traffic: Traffic) -> None:
-        """Copies `data` to the board as `name` (a content hash) unless it is there already."""
+        """Copies `data` to the board as `name` unless a file of that name and content is there already."""
         if name in self.present:
             return
-        if self.request(CMD_HAVE, name.encode()) != b"\x01":
+        if self.request(CMD_HAVE, hashlib.sha256(data).digest() + name.encode()) != b"\x01":
             encoded = name.encode()
             self.request(CMD_PUT, struct.pack("<I", len(encoded)) + encoded + data)
             traffic.files_sent += 1
@@ -244,8 +252,7 @@ class RemoteKernel:
     def _launch(self, grid, args: Arguments):
         """One round trip: every request goes out before the first reply is read."""
         executor = self.executor
-        server = executor.connected()
-        handle = self._handle(server)
+        server, handle = self._connected_with_handle()
         slots, spans, _ = arena_layout(args)
         writes = self._send_ranges(server, spans)
         plan = proton.plan_launch(self.instrumented)
@@ -259,7 +266,8 @@ class RemoteKernel:
             server.send(CMD_READ, struct.pack("<QQ", span.arena_offset + lo - span.lo, hi - lo))
         for _ in range(writes):
             server.checked(*server.reply(START_TIMEOUT))
-        status, body = server.reply(kernel_timeout(), kernel=True)
+        status, body = server.reply(kernel_timeout(), kernel=True,
+                                    limit=protocol.MAX_SMALL_REPLY if plan is None else protocol.MAX_PROFILE_REPLY)
         wall = time.perf_counter_ns() - clock
         for _, lo, hi in reads:   # what the kernel wrote comes back even after a failed assertion, as on a GPU
             server.receive_range(lo, hi - lo, START_TIMEOUT)
@@ -282,6 +290,18 @@ class RemoteKernel:
                 self.executor.traffic.bytes_out += hi - lo
                 writes += 1
         return writes
+
+    def _connected_with_handle(self) -> tuple[RemoteServer, int]:
+        """The connection and this kernel's handle there. A full kernel table is left behind with its
+        connection: a new server starts empty, and every kernel loads again there (its generation)."""
+        executor = self.executor
+        server = executor.connected()
+        try:
+            return server, self._handle(server)
+        except protocol.KernelTableFull:
+            executor.shutdown()
+        server = executor.connected()
+        return server, self._handle(server)
 
     def _handle(self, server: RemoteServer) -> int:
         if self.generation != self.executor.generation:

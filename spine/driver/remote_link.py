@@ -2,8 +2,9 @@
 a POSIX shell there), run here with pipes, and the kernel server started through that shell.
 
 Starting: the shell makes a cache directory on the board, says where it is, installs the kernel server there
-if the file named by its content hash is missing (base64 in a here-document: no other tool, and no
-read-ahead of the stream, is needed), and `exec`s it in stream mode (cpp/kernel_server.c). From then on the
+unless the file named by its content hash is there with that content (base64 in a here-document: no other
+tool, and no read-ahead of the stream, is needed; each connection decodes into a file of its own, renamed
+into place only once decoded and checked), and `exec`s it in stream mode (cpp/kernel_server.c). From then on the
 stream carries the server's protocol; what the board prints on stderr comes back on the command's stderr
 and is passed on to ours (kernels' device prints), its last lines kept for error messages."""
 from __future__ import annotations
@@ -19,8 +20,11 @@ import subprocess
 import sys
 import threading
 
+from .kernel_protocol import deadline_after, seconds_left
+
 START_TIMEOUT = 120.0   # seconds to connect, install the server and hear it is ready
 FAULT_REPORT = "spine-fault: "  # how cpp/fault_guard.c's report of a fault starts
+READ_STEP = 1 << 20   # bytes of a reply stored at a time
 
 
 class RemoteConnectionLost(ConnectionError):
@@ -90,37 +94,43 @@ class RemoteLink:
         except OSError:
             raise EOFError("sending") from None
 
-    def read_line(self, timeout: float | None) -> str:
+    def read_line(self, deadline: float | None) -> str:
         """One line of the shell's output, read a byte at a time: nothing after it is consumed, so the
         server's replies that follow are left to the protocol."""
         fd = self.proc.stdout.fileno()
         line = bytearray()
         while not line.endswith(b"\n"):
-            ready, _, _ = select.select([fd], [], [], timeout)
-            if not ready:
-                raise TimeoutError("line")
+            self._wait_readable(fd, deadline, "line")
             byte = os.read(fd, 1)
             if not byte:
                 raise EOFError("line")
             line += byte
         return line.decode(errors="replace")
 
-    def read_into(self, view: memoryview, timeout: float | None) -> None:
-        """Fills `view` from the stream (the server's replies), each wait at most `timeout` seconds."""
+    @staticmethod
+    def _wait_readable(fd: int, deadline: float | None, what: str) -> None:
+        left = seconds_left(deadline)
+        if left == 0 or not select.select([fd], [], [], left)[0]:
+            raise TimeoutError(what)
+
+    def read_into(self, view: memoryview, deadline: float | None) -> None:
+        """Fills `view` from the stream (the server's replies), all of it by `deadline` (time.monotonic)."""
         fd = self.proc.stdout.fileno()
         got = 0
         while got < len(view):
-            ready, _, _ = select.select([fd], [], [], timeout)
-            if not ready:
-                raise TimeoutError("reply")
+            self._wait_readable(fd, deadline, "reply")
             n = os.readv(fd, [view[got:]])
             if not n:
                 raise EOFError("reply")
             got += n
 
-    def read_exact(self, n: int, timeout: float | None) -> bytes:
-        out = bytearray(n)
-        self.read_into(memoryview(out), timeout)
+    def read_exact(self, n: int, deadline: float | None) -> bytes:
+        """`n` bytes by `deadline`, stored as they arrive: a length that lies costs no memory."""
+        out = bytearray()
+        while len(out) < n:
+            step = bytearray(min(n - len(out), READ_STEP))
+            self.read_into(memoryview(step), deadline)
+            out += step
         return bytes(out)
 
     def ended(self, when: str) -> str:
@@ -152,25 +162,35 @@ class RemoteLink:
 
     def _install_and_exec(self, server: bytes, runner: str) -> None:
         nonce = secrets.token_hex(6)
+        deadline = deadline_after(START_TIMEOUT)
         self.send(b'd="${XDG_CACHE_HOME:-$HOME/.cache}/spine-remote" && mkdir -p "$d" && cd "$d" && '
                   + f'echo "spine-remote {nonce} $(uname -m)"\n'.encode())
-        self._expect(f"spine-remote {nonce}", "the first command (is it a POSIX shell?)")
+        self._expect(f"spine-remote {nonce}", "the first command (is it a POSIX shell?)", deadline)
         name = f"kernel-server-{hashlib.sha256(server).hexdigest()[:16]}"
-        self.send(f"test -x {name} && echo spine-have-{nonce} || echo spine-need-{nonce}\n".encode())
-        answer = self._expect((f"spine-have-{nonce}", f"spine-need-{nonce}"), "the server check")
+        check = _verified(name, server)
+        self.send(f"{check} && echo spine-have-{nonce} || echo spine-need-{nonce}\n".encode())
+        answer = self._expect((f"spine-have-{nonce}", f"spine-need-{nonce}"), "the server check", deadline)
         if answer == f"spine-need-{nonce}":
-            encoded = base64.encodebytes(server).decode()
-            self.send(f"base64 -d > .{name}.part <<'SPINE_END'\n{encoded}SPINE_END\n"
-                      f"chmod +x .{name}.part && mv .{name}.part {name} && echo spine-installed-{nonce}\n".encode())
-            self._expect(f"spine-installed-{nonce}", "the server's installation (is base64 there?)")
+            self.send(_install_script(name, server, nonce).encode())
+            done = self._expect((f"spine-installed-{nonce}", f"spine-failed-{nonce}"),
+                                "the server's installation", deadline)
+            if done != f"spine-installed-{nonce}":
+                raise RemoteConnectionLost(
+                    f"the kernel server could not be installed on the board (SPINE_REMOTE={self.command!r}): "
+                    f"decoding or checking its copy failed (is base64 there? is the disk full?)"
+                    + self._last_words())
         self.send(f"exec {runner} ./{name} --stream .\n".encode())
 
-    def _expect(self, prefix, what: str) -> str:
+    def _last_words(self) -> str:
+        said = [line for line in self.stderr.lines if line.strip()]
+        return f"; it said: {said[-1]}" if said else ""
+
+    def _expect(self, prefix, what: str, deadline: float | None) -> str:
         """The first line of the shell's output that starts with `prefix` (a string or a tuple of them;
-        login banners and the like are skipped)."""
+        login banners and the like are skipped), by `deadline`."""
         try:
             while True:
-                line = self.read_line(START_TIMEOUT).strip()
+                line = self.read_line(deadline).strip()
                 if line.startswith(prefix):
                     return line
         except TimeoutError:
@@ -178,3 +198,28 @@ class RemoteLink:
                                        f"(SPINE_REMOTE={self.command!r})") from None
         except EOFError:
             raise RemoteConnectionLost(self.ended(f"before answering {what}")) from None
+
+
+def _holds(path: str, content: bytes) -> str:
+    """A shell condition: `path` is a file holding `content`. POSIX promises no hashing tool: sha256sum
+    (coreutils, busybox) checks the content where the board has it; elsewhere only the size (wc -c, POSIX)
+    is checked, which still refuses the empty or cut-short copy a failed install leaves."""
+    digest = hashlib.sha256(content).hexdigest()
+    return (f'test -f {path} && if command -v sha256sum >/dev/null 2>&1; '
+            f'then case "$(sha256sum < {path})" in {digest}*) true;; *) false;; esac; '
+            f'else test "$(wc -c < {path} | tr -d " ")" = {len(content)}; fi')
+
+
+def _verified(path: str, content: bytes) -> str:
+    return f"test -x {path} && {_holds(path, content)}"
+
+
+def _install_script(name: str, server: bytes, nonce: str) -> str:
+    """Decodes the server into a file of this connection's own (two first connections do not share one),
+    and gives it its name only when decoding succeeded and the copy checks out: a board whose disk is full
+    keeps no empty server that later connections would run."""
+    part = f".{name}.{nonce}.part"
+    encoded = base64.encodebytes(server).decode()
+    return (f"base64 -d > {part} <<'SPINE_END' && {_holds(part, server)} && chmod +x {part} && "
+            f"mv -f {part} {name} && echo spine-installed-{nonce} || {{ rm -f {part}; echo spine-failed-{nonce}; }}\n"
+            f"{encoded}SPINE_END\n")

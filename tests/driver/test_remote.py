@@ -130,3 +130,101 @@ def test_device_prints_come_back_on_stderr(board, capsys):
         time.sleep(0.1)
         err += capsys.readouterr().err
     assert "pid (0, 0, 0) idx (0) x: 1.5" in err and "idx (1) x: 2.5" in err
+
+
+def _board_files(tmp_path):
+    return tmp_path / "board" / "spine-remote"
+
+
+def _server_name() -> str:
+    import hashlib
+    from spine.driver.remote import board_kernel_server
+    with open(board_kernel_server(), "rb") as f:
+        return f"kernel-server-{hashlib.sha256(f.read()).hexdigest()[:16]}"
+
+
+def test_a_damaged_server_on_the_board_is_replaced_not_run(board, tmp_path):
+    # an empty executable under the server's name: what a full disk left when decoding failed
+    cache = _board_files(tmp_path)
+    cache.mkdir(parents=True)
+    damaged = cache / _server_name()
+    damaged.write_bytes(b"")
+    damaged.chmod(0o755)
+    _add_works()
+    from spine.driver.remote import board_kernel_server
+    assert damaged.read_bytes() == open(board_kernel_server(), "rb").read()
+
+
+def test_a_damaged_kernel_file_on_the_board_is_copied_again(board, tmp_path):
+    _add_works()
+    board.shutdown()
+    [kernel] = [f for f in _board_files(tmp_path).iterdir() if f.name.endswith(".so")]
+    kernel.write_bytes(kernel.read_bytes()[:100])   # cut short under its final name
+    _add_works()
+    assert board.traffic.connections == 2 and board.traffic.files_sent == 2
+
+
+def test_a_failed_install_leaves_nothing_installed(board, tmp_path, monkeypatch):
+    fake = tmp_path / "fake-bin"
+    fake.mkdir()
+    (fake / "base64").write_text("#!/bin/sh\ncat > /dev/null\necho 'base64: write error: No space left on device' >&2\n"
+                                 "exit 1\n")
+    (fake / "base64").chmod(0o755)
+    monkeypatch.setenv("SPINE_REMOTE", f"env PATH={fake}:{os.environ['PATH']} XDG_CACHE_HOME={tmp_path / 'board'} sh")
+    with pytest.raises(RemoteConnectionLost, match="could not be installed.*No space left"):
+        _add_works()
+    assert os.listdir(_board_files(tmp_path)) == []   # neither the server nor its temporary copy
+    monkeypatch.setenv("SPINE_REMOTE", f"env XDG_CACHE_HOME={tmp_path / 'board'} sh")
+    _add_works()
+
+
+def test_two_first_connections_install_the_server_side_by_side(tmp_path):
+    from spine.driver.remote import RemoteServer
+    from tests.driver.test_kernel_server import board_command
+    servers, errors = [], []
+
+    def connect():
+        try:
+            servers.append(RemoteServer(*board_command(str(tmp_path / "board"))))
+        except Exception as error:   # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=connect) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert not errors and len(servers) == 2
+        assert all(s.request(3, b"") == b"" for s in servers)   # PING
+        assert os.listdir(_board_files(tmp_path)) == [_server_name()]
+    finally:
+        for server in servers:
+            server.close()
+
+
+def test_a_full_kernel_table_connects_anew_and_loads_again(board, monkeypatch):
+    monkeypatch.setenv("SPINE_SERVER_KERNEL_SLOTS", "1")
+    board.shutdown()
+    _add_works()
+    x = torch.rand(300)
+    out = torch.empty(300)
+    scale_kernel[(3,)](x, out, 300, BLOCK=128)   # a second kernel: the table of one is full
+    torch.testing.assert_close(out, 3 * x)
+    _add_works()
+    assert board.traffic.connections == 3
+
+
+def test_a_reply_longer_than_its_request_closes_the_connection(board):
+    import struct
+    from spine.driver import kernel_protocol as protocol
+    _add_works()
+    server = board.server
+    pipe_r, pipe_w = os.pipe()   # the board's side of the stream, answering a PING with a 1 GiB length
+    os.write(pipe_w, struct.pack("<iI", 0, 1 << 30))
+    server.link.proc.stdout = os.fdopen(pipe_r, "rb", buffering=0)
+    with pytest.raises(RemoteConnectionLost, match="announced a reply of 1073741824 bytes.*at most 4096"):
+        server.request(protocol.CMD_PING, b"")
+    os.close(pipe_w)
+    assert not server.alive()
+    _add_works()
