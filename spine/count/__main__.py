@@ -4,17 +4,83 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import statistics
 import sys
 
 from .. import switches
+from ..errors import KernelFault, SpineCompilationError
+
+
+INT32_MAX = 2**31 - 1      # a grid dimension and a made-up integer argument are i32 in the kernel
+# Every instruction of every program passes through QEMU's log and this process, about 130,000 a second
+# (measured here): 2**20 programs of a 200-instruction add already trace for half an hour.
+MAX_PROGRAMS = 1 << 20
+
+
+def _bounded_int(text: str, what: str, high: int = INT32_MAX) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: {what} must be an integer") from None
+    if not 1 <= value <= high:
+        raise argparse.ArgumentTypeError(f"{text!r}: {what} must be between 1 and {high:,}")
+    return value
 
 
 def _grid(text: str) -> tuple:
-    sizes = [int(v) for v in text.split(",")]
-    if not 1 <= len(sizes) <= 3 or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected N, N,M or N,M,K (positive)")
-    return tuple(sizes) + (1,) * (3 - len(sizes))
+    parts = text.split(",")
+    if not 1 <= len(parts) <= 3:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected N, N,M or N,M,K")
+    sizes = tuple(_bounded_int(part.strip(), "a grid size") for part in parts) + (1,) * (3 - len(parts))
+    if sizes[0] * sizes[1] * sizes[2] > MAX_PROGRAMS:
+        raise argparse.ArgumentTypeError(f"{text!r}: {sizes[0] * sizes[1] * sizes[2]:,} programs; counting "
+                                         f"traces at most {MAX_PROGRAMS:,}")
+    return sizes
+
+
+def _numel(text: str) -> int:
+    return _bounded_int(text, "--numel")
+
+
+def _name_and_value(text: str) -> str:
+    """NAME=VALUE, checked here so that a typo is reported before the kernel compiles."""
+    from ..aot.signature import SignatureError, parse_constexpr
+    try:
+        parse_constexpr(text)
+    except SignatureError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--constexpr ")) from None
+    return text
+
+
+def _signature(text: str) -> str:
+    from ..aot.signature import SignatureError, parse_type
+    try:
+        for part in (t for t in text.split(",") if t.strip()):
+            parse_type(part)
+    except SignatureError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def _file_and_name(what: str):
+    def check(text: str) -> str:
+        path, sep, name = text.rpartition(":")
+        if not sep or not path or not name.isidentifier():
+            raise argparse.ArgumentTypeError(f"{text!r}: expected path/to/file.py:{what}")
+        if not os.path.isfile(path):
+            raise argparse.ArgumentTypeError(f"{text!r}: {path}: no such file")
+        return text
+    return check
+
+
+def _qemu_cpu(text: str) -> str:
+    # Passed to QEMU as one argument: a model name and comma-separated properties, nothing else.
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+(=[A-Za-z0-9_.-]+)?)*", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a QEMU -cpu string, e.g. "
+                                         f"{switches.QEMU_CPU.default}")
+    return text
 
 
 def _program_id(index: int, grid: tuple) -> tuple:
@@ -27,17 +93,20 @@ def parse_args(argv):
         description="Compile a @triton.jit kernel for riscv64, launch it once under QEMU on the chosen core "
                     "and print the guest instructions it executed (in total, per program instance, and the "
                     "vector share). Counts are deterministic.")
-    parser.add_argument("kernel", help="path/to/file.py:kernel_name (the file is executed)")
-    parser.add_argument("--signature", "-s", required=True, help="run-time argument types, as for spine.aot")
-    parser.add_argument("--constexpr", "-c", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("kernel", type=_file_and_name("kernel_name"),
+                        help="path/to/file.py:kernel_name (the file is executed)")
+    parser.add_argument("--signature", "-s", type=_signature, required=True,
+                        help="run-time argument types, as for spine.aot")
+    parser.add_argument("--constexpr", "-c", type=_name_and_value, action="append", default=[],
+                        metavar="NAME=VALUE")
     parser.add_argument("--grid", "-g", type=_grid, required=True, help="N, N,M or N,M,K")
-    parser.add_argument("--cpu", default=None, help=f"QEMU -cpu string (default: SPINE_QEMU_CPU, "
-                                                    f"{switches.QEMU_CPU.default})")
-    parser.add_argument("--args-from", metavar="FILE.py:FUNCTION",
+    parser.add_argument("--cpu", type=_qemu_cpu, default=None,
+                        help=f"QEMU -cpu string (default: SPINE_QEMU_CPU, {switches.QEMU_CPU.default})")
+    parser.add_argument("--args-from", type=_file_and_name("function"), metavar="FILE.py:FUNCTION",
                         help="a function returning the run-time arguments (tensors, scalars) in order")
-    parser.add_argument("--numel", type=int, default=4096,
+    parser.add_argument("--numel", type=_numel, default=4096,
                         help="without --args-from: elements of each tensor, and each integer's value")
-    parser.add_argument("--scalar", action="append", default=[], metavar="NAME=VALUE",
+    parser.add_argument("--scalar", type=_name_and_value, action="append", default=[], metavar="NAME=VALUE",
                         help="without --args-from: a scalar argument's value")
     parser.add_argument("--json", action="store_true", help="print the counts as JSON")
     return parser.parse_args(argv)
@@ -48,7 +117,7 @@ def count(args):
     import triton
 
     from ..aot.compile import load_kernel, triton_compile
-    from ..aot.signature import kernel_signature, parse_constexpr
+    from ..aot.signature import kernel_signature
     from ..driver import CPUDriver
     from . import count_launch
     from .arguments import arguments_from, made_up_arguments
@@ -60,7 +129,7 @@ def count(args):
     if args.args_from:
         values = arguments_from(args.args_from)
     else:
-        values = made_up_arguments(sig.params, args.numel, dict(parse_constexpr(s) for s in args.scalar))
+        values = made_up_arguments(sig.params, args.numel, _scalars(sig.params, args.scalar))
     if len(values) != len(sig.params):
         raise ValueError(f"{len(values)} arguments for {len(sig.params)} run-time parameters")
     by_name = {p.name: v for p, v in zip(sig.params, values)}
@@ -71,6 +140,17 @@ def count(args):
         return compiled
     counted = count_launch(launch, args.cpu)
     return compiled.metadata.name, counted
+
+
+def _scalars(params, texts: list) -> dict:
+    from ..aot.signature import parse_constexpr
+    scalars = dict(parse_constexpr(s) for s in texts)
+    by_name = {p.name: p for p in params}
+    for name in scalars:
+        if name not in by_name or by_name[name].is_pointer:
+            raise ValueError(f"--scalar {name}: not a scalar run-time parameter of the kernel (those are: "
+                             f"{', '.join(p.name for p in params if not p.is_pointer) or 'none'})")
+    return scalars
 
 
 def report(name: str, args, counted) -> str:
@@ -93,9 +173,12 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         name, counted = count(args)
-    except ValueError as err:
+    except (ValueError, OSError) as err:
         print(f"spine.count: {err}", file=sys.stderr)
         return 2
+    except (KernelFault, SpineCompilationError) as err:   # e.g. a --cpu model QEMU does not know
+        print(f"spine.count: {err}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps({"kernel": name, "grid": list(args.grid), "cpu": args.cpu or switches.QEMU_CPU.get(),
                           "total": counted.total, "vector": counted.vector,

@@ -21,7 +21,10 @@ def arguments_from(spec: str) -> list:
     module_spec = importlib.util.spec_from_file_location("spine_count_args", path)
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
-    return list(getattr(module, name)())
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise ValueError(f"--args-from {spec!r}: {path} defines no function {name!r}")
+    return list(function())
 
 
 def made_up_arguments(params, numel: int, scalars: dict) -> list:

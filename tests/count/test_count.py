@@ -1,6 +1,8 @@
 """python -m spine.count: deterministic guest instruction counts of one riscv64 launch under QEMU."""
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -55,3 +57,61 @@ def test_a_wrong_signature_is_reported(capsys):
 ])
 def test_vector_instructions_are_recognised(word, vector):
     assert is_vector(word) == vector
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--numel", "-5", "--numel must be between 1 and 2,147,483,647"),
+    ("--numel", "0", "--numel must be between 1 and"),
+    ("--numel", "many", "--numel must be an integer"),
+    ("--grid", "3000000000", "a grid size must be between 1 and 2,147,483,647"),
+    ("--grid", "0", "a grid size must be between 1"),
+    ("--grid", "4,-1", "a grid size must be between 1"),
+    ("--grid", "1,2,3,4", "expected N, N,M or N,M,K"),
+    ("--grid", "x", "a grid size must be an integer"),
+    ("--grid", "65536,65536", "4,294,967,296 programs; counting traces at most"),
+    ("--constexpr", "BLOCK", "expected NAME=VALUE"),
+    ("--scalar", "n=ten", "must be an integer, a float, True or False"),
+    ("--signature", "*fp33,i32", "unknown type 'fp33'"),
+    ("--cpu", "rv64 v=true", "expected a QEMU -cpu string"),
+    ("--args-from", f"{KERNELS}", "expected path/to/file.py:function"),
+    ("--args-from", "no/such/file.py:f", "no/such/file.py: no such file"),
+])
+def test_bad_arguments_are_one_line_usage_errors(capsys, option, value, message):
+    argv = [f"{KERNELS}:add_kernel", "--signature", "*fp32,*fp32,*fp32,i32", "--constexpr", "BLOCK=256",
+            "--grid", "1", option, value]
+    with pytest.raises(SystemExit) as exit:
+        main(argv)
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("python -m spine.count: error: ")
+
+
+@pytest.mark.parametrize("kernel", ["no/such/file.py:add_kernel", f"{KERNELS}", f"{KERNELS}:"])
+def test_a_bad_kernel_argument_is_a_usage_error(capsys, kernel):
+    with pytest.raises(SystemExit) as exit:
+        main([kernel, "--signature", "i32", "--grid", "1"])
+    assert exit.value.code == 2 and "error: argument kernel" in capsys.readouterr().err
+
+
+def test_the_command_line_exits_2_without_a_traceback():
+    for bad in (["--numel", "-5"], ["--grid", "3000000000"]):
+        proc = subprocess.run([sys.executable, "-m", "spine.count", f"{KERNELS}:add_kernel", "--signature",
+                               "*fp32,*fp32,*fp32,i32", "--constexpr", "BLOCK=256", "--grid", "1", *bad],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr and "error: argument" in proc.stderr
+
+
+def test_unknown_or_pointer_scalars_are_reported(capsys):
+    for name in ("m", "x_ptr"):
+        assert main([f"{KERNELS}:add_kernel", "--signature", "*fp32,*fp32,*fp32,i32", "--constexpr",
+                     "BLOCK=256", "--grid", "1", "--scalar", f"{name}=3"]) == 2
+        assert f"--scalar {name}: not a scalar run-time parameter of the kernel (those are: n)" \
+            in capsys.readouterr().err
+
+
+def test_a_missing_argument_function_is_reported(capsys):
+    assert main([f"{KERNELS}:add_kernel", "--signature", "*fp32,*fp32,*fp32,i32", "--constexpr", "BLOCK=256",
+                 "--grid", "1", "--args-from", f"{KERNELS}:no_such_function"]) == 2
+    assert "defines no function 'no_such_function'" in capsys.readouterr().err
