@@ -8,6 +8,7 @@ Every kernel has one shape:
     <leaves: masked loads with `other`, rows/columns broadcast with [:, None] / [None, :], scalars, indices>
     <the expression, one statement per node, each followed by tl.static_assert(v.dtype == ...)>
     tl.store(out + ..., tl.broadcast_to(root, (BLOCK0, BLOCK1)), mask=mask)     or an atomic into a few slots
+    (tl.store(out2 + ..., <the same value>, mask=mask)                          a second output, if any)
 
 Sizes are never multiples of the blocks and the grid may have a program past the end, so masks matter.
 """
@@ -165,6 +166,11 @@ class Program:
     root: Node                   # already of the sink's dtype and broadcast to the whole tile
     sink: Sink
     data_seed: int
+    outputs: int = 1             # stores: 2 adds `out2`, stored the same value as `out`
+
+    @property
+    def output_names(self) -> List[str]:
+        return ["out", "out2"][:self.outputs]
 
     def leaves(self) -> List[Leaf]:
         return [n for n in self.leaves_and_nodes() if isinstance(n, Leaf)]
@@ -290,10 +296,11 @@ class LoopMaker:
 
 
 @st.composite
-def sinks(draw, gen: T.Gen, root: Node) -> Tuple[Node, Sink]:
+def sinks(draw, gen: T.Gen, root: Node, stores_only: bool = False) -> Tuple[Node, Sink]:
     """The root made storable, and where it goes."""
     full = (True,) * gen.rank
-    kind = draw(st.sampled_from(["store"] * 4 + ["atomic_add", "atomic_max", "atomic_min"]))
+    kind = "store" if stores_only else draw(st.sampled_from(["store"] * 4 + ["atomic_add", "atomic_max",
+                                                                            "atomic_min"]))
     if kind == "store":
         dt = root.dtype if root.dtype.torch is not None else D.signed_twin(root.dtype)
         value = T.cast(root, dt, bitcast=dt != root.dtype)
@@ -312,14 +319,15 @@ def sinks(draw, gen: T.Gen, root: Node) -> Tuple[Node, Sink]:
 
 
 @st.composite
-def programs(draw, max_depth: int = 4, small: bool = False) -> Program:
-    """`small`: blocks of at most 8 elements per axis (for runs under QEMU)."""
+def programs(draw, max_depth: int = 4, small: bool = False, outputs: int = 1, stores_only: bool = False) -> Program:
+    """`small`: blocks of at most 8 elements per axis (for runs under QEMU). `outputs` > 1: a store into
+    each of that many outputs (so never an atomic); `stores_only`: never an atomic."""
     layout = draw(layouts(small))
     leaves = draw(leaf_pool(layout))
     gen = T.Gen(draw, layout.blocks, leaves, make_loop=LoopMaker(layout))
     root = gen.expr(draw(st.integers(1, max_depth)))
-    root, sink = draw(sinks(gen, root))
-    return Program(layout, root, sink, draw(st.integers(0, 2 ** 32 - 1)))
+    root, sink = draw(sinks(gen, root, stores_only=stores_only or outputs > 1))
+    return Program(layout, root, sink, draw(st.integers(0, 2 ** 32 - 1)), outputs)
 
 
 # -------------------------------------------------------------------------------------------- source
@@ -448,12 +456,13 @@ def source(program: Program) -> str:
         if id(leaf) not in in_loops:
             em.line(f"{leaf.name} = {leaf.spec.load(layout)}")
     value = em.emit(program.root)
-    em.line(sink_statement(program, em, value))
+    for name in program.output_names:
+        em.line(sink_statement(program, em, value, name))
     args = [a for spec in program.inputs() for a in spec.arguments()]
     scalars = [a for spec in program.inputs() if isinstance(spec, ScalarArg) for a in spec.arguments()]
     blocks = ", ".join(f"BLOCK{d}: tl.constexpr" for d in range(layout.rank))
     sizes = ", ".join(f"size{d}" for d in range(layout.rank))
-    signature = ", ".join(args + ["out", sizes, blocks])
+    signature = ", ".join(args + program.output_names + [sizes, blocks])
     return "\n".join([
         "import triton",
         "import triton.language as tl",
@@ -471,10 +480,10 @@ def source(program: Program) -> str:
     ])
 
 
-def sink_statement(program: Program, em: Emitter, value: str) -> str:
+def sink_statement(program: Program, em: Emitter, value: str, out: str = "out") -> str:
     sink, layout = program.sink, program.layout
     if sink.kind == "store":
-        return f"tl.store(out + {layout.tile_offsets('size1')}, {value}, mask=mask)"
+        return f"tl.store({out} + {layout.tile_offsets('size1')}, {value}, mask=mask)"
     pointer = "out" if sink.pointer_as is None else f"out.to(tl.pointer_type({sink.pointer_as.tl}))"
     mask = "mask" if sink.extra_mask is None else f"mask & {em.emit(sink.extra_mask)}"
     slots = f"({layout.tile_offsets('size1')}) % {sink.slots}"

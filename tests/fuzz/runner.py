@@ -117,6 +117,7 @@ class Run:
     buffers: list = field(default_factory=list)       # (Buffer, copy of its torch tensor) of inputs
     slices: dict = field(default_factory=dict)        # id(loop leaf) -> [Ref per iteration]
     initial: np.ndarray = None                        # atomics: the output slots before the launch
+    memory: object = None                             # arguments that share memory (overlap.Memory), if any
 
     @property
     def layout(self) -> K.Layout:
@@ -167,7 +168,7 @@ class Run:
             rows, cols = sizes[0], sizes[1] if len(sizes) > 1 else 1
             stride = cols + (spec.pad if spec.rank == 2 else 0)      # 1-D tiles are contiguous
             tiles = max(spec.slices, 1) if spec.in_loop else 1
-            data = random_values(self.rng(spec.arg), spec.dtype, tiles * rows * stride).reshape(tiles, rows, stride)
+            data = self.input_values(spec, tiles * rows * stride).reshape(tiles, rows, stride)
             refs = [[a.reshape(g0, b0, g1, b1) for a in self.padded(spec, data[t, :, :cols], (g0 * b0, g1 * b1))]
                     for t in range(tiles)]
             if spec.rank == 2:
@@ -179,18 +180,29 @@ class Run:
                 self.env[leaf] = Ref(refs[0][0], refs[0][1], spec.dtype)
         elif spec.kind in ("vec0", "vec1"):
             axis = int(spec.kind[-1])
-            data = random_values(self.rng(spec.arg), spec.dtype, sizes[axis])
+            data = self.input_values(spec, sizes[axis])
             value, err = self.padded(spec, data[None, :], (1, [g0 * b0, g1 * b1][axis]))
             shape = (g0, b0, 1, 1) if axis == 0 else (1, 1, g1, b1)
             self.env[leaf] = Ref(value.reshape(shape), err.reshape(shape), spec.dtype)
         else:
             count = 1 if spec.kind == "scalar" else g0
-            data = random_values(self.rng(spec.arg), spec.dtype, count)
+            data = self.input_values(spec, count)
             shape = (1, 1, 1, 1) if spec.kind == "scalar" else (g0, 1, 1, 1)
             self.env[leaf] = Ref(data.reshape(shape), np.array(0.0), spec.dtype)
+        if self.shares_memory(spec.arg):
+            self.args[spec.arg] = self.memory.tensor(spec.arg)
+            return
         buffer = Buffer(spec.dtype, data)
         self.args[spec.arg] = buffer.view
         self.buffers.append((buffer, buffer.full.clone()))
+
+    def shares_memory(self, arg: str) -> bool:
+        return self.memory is not None and arg in self.memory.args
+
+    def input_values(self, spec: K.TensorInput, count: int) -> np.ndarray:
+        """Random data, or, for an argument in shared memory, what the kernel will find there."""
+        data = random_values(self.rng(spec.arg), spec.dtype, count)
+        return self.memory.input(spec.arg, data) if self.shares_memory(spec.arg) else data
 
     @staticmethod
     def padded(spec: K.TensorInput, data: np.ndarray, shape) -> tuple:
@@ -211,6 +223,17 @@ class Run:
 
 
 # ------------------------------------------------------------------------------------------ checking
+
+def differences(got: np.ndarray, ref: Ref, what: str = "") -> str:
+    """The elements outside the reference's bound, described ("" if none)."""
+    bad = bad_elements(got, ref)
+    if not bad.any():
+        return ""
+    where = np.argwhere(bad)[:8]
+    rows = [f"  at {tuple(int(i) for i in w)}: kernel {got[tuple(w)]!r}, reference {ref.value[tuple(w)]!r} "
+            f"(bound {float(np.broadcast_to(ref.err, ref.value.shape)[tuple(w)])})" for w in where]
+    return f"{int(bad.sum())} of {bad.size} elements{what} differ:\n" + "\n".join(rows)
+
 
 def bad_elements(got: np.ndarray, ref: Ref) -> np.ndarray:
     """Known elements where the kernel's value is outside the reference's bound."""
@@ -292,32 +315,47 @@ def combine_atomic(kind: str, dt: DType, start, vals: np.ndarray, errs: np.ndarr
 
 def run(program: K.Program) -> Outcome:
     """Launch `program` on the active driver and compare it with the reference."""
-    from triton.compiler.errors import CompilationError
-    from spine.errors import KernelFault, SpineCompilationError
-
     src = K.source(program)
     try:
         kernel = load_kernel(src)
         r = Run(program)
         r.prepare()
         out = make_output(r)
-        layout = program.layout
-        args = [r.args[a] for spec in program.inputs() for a in spec.arguments()]
-        constexprs = {f"BLOCK{d}": b for d, b in enumerate(layout.blocks)}
-        kernel[layout.grid](*args, out.view, *layout.sizes, **constexprs)
-    except SpineCompilationError as err:
+        launch(kernel, r, [out.view])
+    except launch_errors() as err:
+        return launch_failure(err, src)
+    return check(r, out, src)
+
+
+def launch(kernel, r: Run, outputs: list) -> None:
+    layout = r.layout
+    args = [r.args[a] for spec in r.program.inputs() for a in spec.arguments()]
+    constexprs = {f"BLOCK{d}": b for d, b in enumerate(layout.blocks)}
+    kernel[layout.grid](*args, *outputs, *layout.sizes, **constexprs)
+
+
+def launch_errors() -> tuple:
+    from triton.compiler.errors import CompilationError
+    from spine.errors import KernelFault, SpineCompilationError
+    return SpineCompilationError, CompilationError, KernelFault, RuntimeError, OSError
+
+
+def launch_failure(err: Exception, src: str) -> Outcome:
+    """The outcome of a compile or launch that raised `err`."""
+    from triton.compiler.errors import CompilationError
+    from spine.errors import KernelFault, SpineCompilationError
+
+    if isinstance(err, SpineCompilationError):
         status = "rejected" if "unsupported" in str(err) else "failed"
         return Outcome(status, f"{type(err).__name__}: {err}", src)
-    except CompilationError as err:
+    if isinstance(err, CompilationError):
         return Outcome("invalid", f"{type(err).__name__}: {err}", src)
-    except (KernelFault, RuntimeError, OSError) as err:
-        if not isinstance(err, KernelFault):        # e.g. a kernel that does not load (missing symbol)
-            return Outcome("failed", f"{type(err).__name__}: {err}", src)
-        # QEMU 7.2 aborts translating RVV conversions with a static rounding mode (vfcvt.rtz.*), which
-        # LLVM emits for every vectorised float-to-integer cast: an emulator defect, counted apart.
-        status = "emulator_abort" if QEMU_RTZ_ABORT in str(err) else "failed"
-        return Outcome(status, f"KernelFault: {err}", src)
-    return check(r, out, src)
+    if not isinstance(err, KernelFault):        # e.g. a kernel that does not load (missing symbol)
+        return Outcome("failed", f"{type(err).__name__}: {err}", src)
+    # QEMU 7.2 aborts translating RVV conversions with a static rounding mode (vfcvt.rtz.*), which
+    # LLVM emits for every vectorised float-to-integer cast: an emulator defect, counted apart.
+    status = "emulator_abort" if QEMU_RTZ_ABORT in str(err) else "failed"
+    return Outcome(status, f"KernelFault: {err}", src)
 
 
 def make_output(r: Run) -> Buffer:
@@ -341,13 +379,7 @@ def check(r: Run, out: Buffer, src: str) -> Outcome:
         # Through an unsigned pointer the slots hold unsigned values, stored bit for bit as signed ones.
         ref = atomic_reference(r, ev, r.initial)
         got = out.contents().astype(ref.dtype.numpy)
-    problems = []
-    bad = bad_elements(got, ref)
-    if bad.any():
-        where = np.argwhere(bad)[:8]
-        rows = [f"  at {tuple(int(i) for i in w)}: kernel {got[tuple(w)]!r}, reference {ref.value[tuple(w)]!r} "
-                f"(bound {float(np.broadcast_to(ref.err, ref.value.shape)[tuple(w)])})" for w in where]
-        problems.append(f"{int(bad.sum())} of {bad.size} elements differ:\n" + "\n".join(rows))
+    problems = [d for d in [differences(got, ref)] if d]
     if not out.margins_intact():
         problems.append("the kernel wrote outside its output")
     for buffer, before in r.buffers:

@@ -1,18 +1,22 @@
 """Differential fuzzing, the short seeded run: random kernels (kernels.py) compiled by Spine for each target
-and compared with the reference (reference.py). The long run is bench/fuzz.py."""
+and compared with the reference (reference.py), also launched with arguments that overlap in memory
+(overlap.py). The long runs are bench/fuzz.py and python -m tests.fuzz.overlap."""
 import itertools
 import warnings
 from fractions import Fraction
 
 import numpy as np
+import pytest
 import triton.language as tl
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from triton.language.semantic import TritonSemantic
 
 from tests.fuzz import dtypes as D
-from tests.fuzz import kernels, runner
+from tests.fuzz import kernels, overlap, runner
 
 EXAMPLES = 20
+OVERLAPPING_EXAMPLES = 3       # per kind of layout
 
 # Failures whose fix lies outside the conversion, reported with a minimal kernel (bench/RESULTS.md,
 # "Differential fuzzing"). Matched by target and a distinctive part of the failure; delete an entry once
@@ -38,6 +42,43 @@ def test_random_kernels_match_the_reference(target, program):
         warnings.warn(f"known issue, not checked: {why}")
         return
     assert outcome.status in ("passed", "rejected"), f"{outcome.status}: {outcome.detail}\n\n{outcome.source}"
+
+
+@pytest.mark.parametrize("kind", overlap.KINDS)
+@settings(max_examples=OVERLAPPING_EXAMPLES, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@given(data=st.data())
+def test_overlapping_arguments_match_the_reference(target, kind, data):
+    program, plan = data.draw(overlap.launches(small=True, kinds=(kind,)))
+    outcome = overlap.run(program, plan)
+    assert outcome.status in ("passed", "rejected"), f"{outcome.status}: {outcome.detail}\n\n{outcome.source}"
+
+
+def test_overlap_model_defines_only_race_free_launches():
+    """`defined` refuses a store into bytes another program reads, and two stores of different elements
+    to one byte; it accepts each program updating its own tile in place."""
+    layout = kernels.Layout((4,), (8,), (2,))
+    x = kernels.TensorInput("in0", D.F32, "tile", None)
+    leaf = kernels.leaf_for(x, layout, "x0")
+    program = kernels.Program(layout, leaf, kernels.Sink("store", D.F32), 0)
+
+    def plan(out_offset, out_length=8):
+        return overlap.Plan("test", (overlap.View("in0", 0, 8, D.F32, False),
+                                     overlap.View("out", out_offset, out_length, D.F32, False)), 64, False)
+    assert overlap.defined(program, plan(0))                  # in place: each program its own tile
+    assert not overlap.defined(program, plan(4))              # program 0 stores where program 1 reads
+    assert overlap.defined(program, plan(32))                 # past x: disjoint
+    one_program = kernels.Program(kernels.Layout((8,), (8,), (1,)), leaf, kernels.Sink("store", D.F32), 0)
+    assert overlap.defined(one_program, plan(4))              # one program loads everything before it stores
+    scalar = kernels.TensorInput("in0", D.F32, "scalar", None)
+    program = kernels.Program(layout, kernels.leaf_for(scalar, layout, "x0"), kernels.Sink("store", D.F32), 0)
+    assert not overlap.defined(program, plan(0))              # every program reads element 0, program 0 stores it
+    two = kernels.Program(layout, leaf, kernels.Sink("store", D.F32), 0, outputs=2)
+    both = [overlap.View("out", 0, 8, D.F32, False), overlap.View("out2", 0, 8, D.F32, True)]
+    assert overlap.defined(two, overlap.Plan("test", tuple(both), 64, False))       # the same values
+    both[1] = overlap.View("out2", 4, 8, D.F32, True)
+    assert not overlap.defined(two, overlap.Plan("test", tuple(both), 64, False))   # different elements
 
 
 def test_promotion_model_matches_triton():
