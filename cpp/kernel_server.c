@@ -52,6 +52,7 @@
 #include <string.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -98,6 +99,7 @@ static void write_full(const void *buf, size_t n) {
     while (n) {
         ssize_t w = write(reply_fd, p, n);
         if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EPIPE) exit(0);  /* the host is gone, as when it closes the request stream */
         if (w <= 0) exit(2);
         p += w;
         n -= (size_t)w;
@@ -538,6 +540,7 @@ static int serve_stream(const char *directory) {
 
 int main(int argc, char **argv) {
     set_kernel_slots();
+    signal(SIGPIPE, SIG_IGN);  /* a reply to a host that is gone ends this server quietly (write_full) */
     if (argc == 3 && strcmp(argv[1], "--stream") == 0) return serve_stream(argv[2]);
     if (argc != 6) {
         fprintf(stderr, "usage: %s <arena fd> <arena bytes> <request fd> <reply fd> <lifeline fd>\n", argv[0]);

@@ -5,11 +5,13 @@ the server keeps serving; the harness here is shared with the protocol fuzzer (t
 bench/protocol_fuzz.py)."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
 import struct
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 
 import pytest
@@ -38,22 +40,29 @@ class Died(Exception):
         self.returncode = returncode
 
 
+POKE_SOURCE = r"""
+#include <stdint.h>
+/* stores `value` at out[0 : min(n, 16)] */
+void spine_entry(void **args, int32_t px, int32_t py, int32_t pz, int32_t nx, int32_t ny, int32_t nz) {
+    int8_t *out = *(int8_t **)args[0];
+    int32_t value = *(int32_t *)args[1], n = *(int32_t *)args[2];
+    for (int32_t i = 0; i < n && i < 16; i++) out[i] = (int8_t)value;
+}
+"""
+
+
+@functools.lru_cache(maxsize=None)
 def poke_so() -> bytes:
-    """A riscv64 kernel (spine_entry) that stores `value` at out_ptr[0 : min(n, 16)] as int8."""
-    import torch
-    import triton
-    import triton.language as tl
-
-    from spine.driver import CPUDriver
-
-    @triton.jit
-    def poke_kernel(out_ptr, value, n):
-        offs = tl.arange(0, 16)
-        tl.store(out_ptr + offs, value.to(tl.int8), mask=offs < n)
-
-    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
-    # 5 and 3: no value triton specializes (1, or a multiple of 16)
-    return poke_kernel.warmup(torch.empty(16, dtype=torch.int8), 5, 3, grid=(1,)).kernel
+    """A riscv64 kernel object (its spine_entry stores `value` at out_ptr[0 : min(n, 16)]), written in C so
+    that these tests need the server and QEMU only, not the compiler."""
+    from spine.zig import zig
+    with tempfile.TemporaryDirectory() as directory:
+        source, out = os.path.join(directory, "poke.c"), os.path.join(directory, "poke.so")
+        with open(source, "w") as f:
+            f.write(POKE_SOURCE)
+        zig("cc", "-target", "riscv64-linux-gnu", "-shared", "-fPIC", "-O2", source, "-o", out)
+        with open(out, "rb") as f:
+            return f.read()
 
 
 def run_payload(handle: int, grid, threads: int, kinds: bytes, slots: list[int], nargs: int | None = None) -> bytes:
