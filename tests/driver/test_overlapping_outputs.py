@@ -2,14 +2,14 @@
 over a memoryview of it): each stores where the other does not, so the memory must hold both stores, as
 it does natively. Under QEMU the arguments are copied into the arena and back; the copy of the storage
 that spans the other's bytes must not put back stale bytes over what the kernel stored through the other."""
+from dataclasses import dataclass, field
+
 import pytest
 import torch
 import triton
 import triton.language as tl
 
-ONES_AT = 0      # element offsets of the two tensors in the buffer
-TWOS_AT = 4      # 16 bytes in: memoryview(buf)[16:]
-
+from spine.driver.launcher import CPULauncher
 
 @triton.jit
 def ones_then_twos_kernel(ones_ptr, twos_ptr, BLOCK: tl.constexpr):
@@ -18,18 +18,37 @@ def ones_then_twos_kernel(ones_ptr, twos_ptr, BLOCK: tl.constexpr):
     tl.store(twos_ptr + offs, tl.full((BLOCK,), 2.0, tl.float32))
 
 
+@dataclass
+class LaunchPath:
+    python: bool                    # a launch hook set: every launch goes through the Python launcher
+    calls: list = field(default_factory=list)
+
+    def check(self) -> None:
+        """The launches took the path this test is about (the fast path hands some launches back)."""
+        assert bool(self.calls) == self.python, f"{len(self.calls)} launches through the Python launcher"
+
+
+def _ignore(metadata):
+    pass
+
+
 @pytest.fixture(params=["fast path", "Python launcher"])
-def launch_path(request):
-    """The fast path (cpp/launch.cpp) takes every launch while no launch hook is set; a hook sends the
-    launch through the Python launcher."""
+def launch_path(request, monkeypatch):
+    path = LaunchPath(request.param == "Python launcher")
+    real = CPULauncher.__call__
+
+    def counting(self, *args, **kwargs):
+        path.calls.append(1)
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(CPULauncher, "__call__", counting)
     hook = triton.knobs.runtime.launch_enter_hook
-    seen = []
-    if request.param == "Python launcher":
-        hook.add(seen.append)
-    yield seen
-    if request.param == "Python launcher":
-        hook.remove(seen.append)
-        assert seen, "the launch did not go through the Python launcher"
+    if path.python:
+        hook.add(_ignore)
+    try:
+        yield path
+    finally:
+        if path.python:
+            hook.remove(_ignore)
 
 
 def _buffer_over(buf: bytearray):
@@ -50,6 +69,7 @@ def test_outputs_over_one_bytearray_through_two_storages(target, launch_path, wh
         ones_then_twos_kernel[(1,)](tail, whole, BLOCK=4)          # tail[0:4] = 1, whole[0:4] = 2
         expected = [2.0] * 4 + [1.0] * 4
     assert torch.frombuffer(buf, dtype=torch.float32).tolist() == expected
+    launch_path.check()
 
 
 def test_views_of_one_storage_over_the_same_bytes(target, launch_path):
@@ -58,3 +78,4 @@ def test_views_of_one_storage_over_the_same_bytes(target, launch_path):
     buf = torch.zeros(8, dtype=torch.float32)
     ones_then_twos_kernel[(1,)](buf[4:], buf, BLOCK=4)
     assert buf.tolist() == [2.0] * 4 + [1.0] * 4
+    launch_path.check()
