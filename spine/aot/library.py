@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ..driver.toolchain import CPP_DIR, GUEST_ZIG_TARGET, SHARED_SOURCES
 from ..zig import zig
+from .c_names import check_function_names, check_library_name
 from .compile import CompiledObject
 from .header import entry_symbol, exported_symbols, header_text, wrapper_source
 
@@ -26,12 +27,10 @@ class AotLibrary:
 
 def build_library(kernels: list[tuple[CompiledObject, str]], library_name: str, out_dir: str) -> AotLibrary:
     """`kernels`: each compiled kernel with the name of its C function."""
-    names = [name for _, name in kernels] + [library_name]
-    bad = [n for n in names if not n.isidentifier()]
-    if bad:
-        raise ValueError(f"{', '.join(map(repr, bad))}: not a C identifier")
-    if len(set(names[:-1])) != len(kernels):
-        raise ValueError("two kernels of one library have the same C name (use --name)")
+    names = [name for _, name in kernels]
+    check_function_names(names)
+    check_library_name(library_name)
+    _check_distinct_symbols(names)
     targets = {kernel.target for kernel, _ in kernels}
     if len(targets) != 1:
         raise ValueError(f"the kernels of one library are compiled for one target, not {sorted(targets)}")
@@ -51,6 +50,17 @@ def build_library(kernels: list[tuple[CompiledObject, str]], library_name: str, 
             "-I", out_dir, "-I", CPP_DIR, *inputs, *(os.path.join(CPP_DIR, s) for s in SHARED_SOURCES),
             f"-Wl,--version-script={exports}", "-lm", "-lpthread", "-o", library)
     return AotLibrary(library, header)
+
+
+def _check_distinct_symbols(names: list[str]) -> None:
+    """Each kernel brings several symbols (`a`, `a_last_error`...): no two of a library's may be one."""
+    owner = {}
+    for name in names:
+        for symbol in (*exported_symbols(name), entry_symbol(name)):
+            if symbol in owner:
+                raise ValueError(f"kernels {owner[symbol]!r} and {name!r} of one library both define the C "
+                                 f"symbol {symbol!r} (use --name)")
+            owner[symbol] = name
 
 
 def _write(directory: str, name: str, data) -> str:

@@ -35,12 +35,13 @@ class Param:
     def is_pointer(self) -> bool:
         return self.type.startswith("*")
 
-    def c_declaration(self, written: bool = True) -> str:
-        """`float *x_ptr`; a pointer the kernel never writes through is `const`."""
+    def c_declaration(self, name: str, written: bool = True) -> str:
+        """`float *x_ptr` (`name`: what C calls the parameter); a pointer the kernel never writes through is
+        `const`."""
         if self.is_pointer:
             pointee = _POINTEE_C_TYPES[self.type[1:]]
-            return f"{'' if written else 'const '}{pointee} *{self.name}"
-        return f"{C_TYPES[self.type]} {self.name}"
+            return f"{'' if written else 'const '}{pointee} *{name}"
+        return f"{C_TYPES[self.type]} {name}"
 
 
 @dataclass(frozen=True)

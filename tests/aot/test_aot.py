@@ -151,3 +151,71 @@ def test_options_belong_to_the_kernel_before_them():
     assert library == ["--target", "host", "-o", "dir"]
     assert [(k.kernel, k.signature, k.constexprs, k.name) for k in kernels] == [
         ("a.py:k", "i32", ["B=1"], None), ("b.py:m", "*fp32", [], "em")]
+
+
+C_WORDS_MAIN = r"""
+#include <stdio.h>
+#include "words.h"
+int main(void) {
+    float a[200], b[200], out[200], more[200];
+    for (int i = 0; i < 200; i++) { a[i] = (float)(i % 11); b[i] = 0.25f * (float)i; out[i] = more[i] = -1.0f; }
+    /* 150 of the 200 elements (the kernel's "num_threads"), two programs of 128. */
+    if (c_words(a, b, out, 3.0f, 150, 7, 2, 1, 1) != SPINE_AOT_OK) return 1;
+    if (more_words(a, b, more, 2.0f, 5, 4, 170, 2, 1, 1) != SPINE_AOT_OK) return 1;
+    for (int i = 0; i < 200; i++) printf("%.9g %.9g\n", out[i], more[i]);
+    return 0;
+}
+"""
+
+
+def test_parameters_named_like_c_keywords_and_wrapper_locals(tmp_path):
+    """int, default, rc, args, num_threads, grid_x, char, register, last_error, true, new, INT32_MAX and
+    spine_arg0 as parameter names: the library builds, its header compiles as C and C++, and the kernels
+    compute with the arguments given (not with the wrapper's thread count or error buffer)."""
+    out = tmp_path / "build"
+    kernels = f"{os.path.dirname(__file__)}/kernels.py"
+    proc = subprocess.run([sys.executable, "-m", "spine.aot", "--target", "host", "--library", "words",
+                           f"{kernels}:c_words_kernel", "-s", "*fp32,*fp32,*fp32,fp32,i32,i32", "-c", "BLOCK=128",
+                           "--name", "c_words", f"{kernels}:more_words_kernel", "--name", "more_words",
+                           "-s", "*fp32,*fp32,*fp32,fp32,i32,i32,i32", "-c", "BLOCK=128", "--out-dir", str(out)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    header = (out / "words.h").read_text()
+    assert ("int c_words(const float *spine_arg0, const float *spine_arg1, float *rc, float args, "
+            "int32_t num_threads, int32_t spine_arg5, int grid_x, int grid_y, int grid_z);") in header
+    assert "spine_arg0 is the kernel's parameter 'int' (a C or C++ keyword)" in header
+    assert "spine_arg5 is the kernel's parameter 'grid_x' (a name the header" in header
+    assert ("int more_words(const float *spine_arg0, const float *spine_arg1, float *last_error, float spine_arg3, "
+            "int32_t spine_arg4, int32_t spine_arg5, int32_t spine_arg6, int grid_x") in header
+    (tmp_path / "main.c").write_text(C_WORDS_MAIN)
+    zig("c++", "-c", "-Wall", "-Werror", "-x", "c++", f"-I{out}", str(tmp_path / "main.c"), "-o",
+        str(tmp_path / "main_cpp.o"))
+    program = str(out / "main")
+    zig("cc", "-std=c11", "-Wall", "-Werror", "-O2", f"-I{out}", str(tmp_path / "main.c"), f"-L{out}", "-lwords",
+        "-Wl,-rpath,$ORIGIN", "-o", program)
+    run = subprocess.run([program], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    got = torch.tensor([[float(v) for v in line.split()] for line in run.stdout.splitlines()])
+    i = torch.arange(200)
+    a, b = (i % 11).float(), 0.25 * i.float()
+    torch.testing.assert_close(got[:, 0], torch.where(i < 150, a * 3.0 + b + 7, -1.0))
+    torch.testing.assert_close(got[:, 1], torch.where(i < 170, a * 2.0 + b + 5 * 4, -1.0))
+
+
+@pytest.mark.parametrize("name, why", [("int", "a C or C++ keyword"), ("spine_run_grid", "Spine's own prefix"),
+                                       ("__add", "reserved"), ("size_t", "reserved for type names")])
+def test_unusable_c_function_names_are_refused(tmp_path, name, why):
+    proc = subprocess.run([sys.executable, "-m", "spine.aot", "--target", "host",
+                           f"{os.path.dirname(__file__)}/kernels.py:add_kernel", "-s", "*fp32,*fp32,*fp32,i32",
+                           "-c", "BLOCK=128", "--name", name, "--out-dir", str(tmp_path)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and f"'{name}' ({why}" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_colliding_symbols_of_two_kernels_are_refused():
+    from spine.aot.library import _check_distinct_symbols
+    with pytest.raises(ValueError, match="'add' and 'add_last_error' of one library both define the C symbol "
+                                         "'add_last_error'"):
+        _check_distinct_symbols(["add", "add_last_error"])
+    with pytest.raises(ValueError, match="both define the C symbol 'vadd'"):
+        _check_distinct_symbols(["vadd", "vadd"])
