@@ -1,20 +1,157 @@
-"""Where Spine keeps files between runs, and how it writes them (atomically)."""
+"""Where Spine keeps files between runs, and how it writes them (atomically).
+
+What these caches hold is loaded and run (kernels, the runtime, the launcher), so whoever can write a cache
+directory can run code in every process that uses it. Every cache directory is therefore checked before
+use, once per process: it must be ours and writable by nobody else; the directories above it must be ours
+or root's, and may be writable by others only with the sticky bit (/tmp), under which no one can rename
+away what we own. Directories Spine creates are 0o700."""
 from __future__ import annotations
 
 import functools
 import json
 import os
+import stat
 import tempfile
+
+
+class UnsafeCacheDirectory(RuntimeError):
+    """A cache directory that someone else could write to."""
 
 
 def cache_dir() -> str:
     """Spine's own cache (runtime builds, symbol tables), beside triton's kernel cache."""
     from triton import knobs
     from . import switches
-    root = switches.CACHE_DIR.get() or os.path.join(knobs.cache.dir, "spine")
-    os.makedirs(root, exist_ok=True)
+    chosen = switches.CACHE_DIR.get()
+    root = chosen or os.path.join(knobs.cache.dir, "spine")
+    where = f"set {switches.CACHE_DIR.name}" if chosen else f"set {switches.CACHE_DIR.name} or TRITON_CACHE_DIR"
+    private_directory(root, where)
+    for sub in (*CACHE_SUBDIRECTORIES, "zig"):
+        private_directory(os.path.join(root, sub), where)
     _reap_once(root)
     return root
+
+
+def private_directory(path: str, where: str = "choose another directory") -> str:
+    """`path`, created (0o700, with any missing parents) if missing, after checking that nobody but us (and
+    root) can write to it or replace it. `where` says how the user picks another directory."""
+    return _checked_directory(os.path.abspath(path), where)
+
+
+@functools.lru_cache(maxsize=None)   # a refusal raises, so it is not remembered: fixing the mode helps at once
+def _checked_directory(path: str, where: str) -> str:
+    _make_private(path)
+    real = os.path.realpath(path)
+    _check_own(path, real, where)
+    # Above it as named and as resolved: a symbolic link on the way is followed on every open.
+    for directory in sorted(_above(path) | _above(real)):
+        _check_above(path, directory, where)
+    return path
+
+
+def _above(path: str) -> set:
+    parents = set()
+    while os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+        parents.add(path)
+    return parents
+
+
+def _make_private(path: str) -> None:
+    missing = []
+    while not os.path.isdir(path) and os.path.dirname(path) != path:
+        missing.append(path)
+        path = os.path.dirname(path)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:   # made by another process meanwhile: checked like any other
+            continue
+        os.chmod(directory, 0o700)   # whatever the umask
+
+
+def _check_own(path: str, real: str, where: str) -> None:
+    st = os.stat(real)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeCacheDirectory(f"cache directory {path}: not a directory; {where} to another directory")
+    problem = None
+    if st.st_uid != os.geteuid():
+        problem = f"owned by {_user(st.st_uid)}, not by {_user(os.geteuid())}"
+    elif _writable_by_others(st):
+        problem = "writable by others than its owner"
+    if problem:
+        raise UnsafeCacheDirectory(
+            f"refusing cache directory {path}{_resolved(path, real)}: it is {problem} ({_describe(st)}), and "
+            f"whoever can write to it can plant code that Spine loads and runs. If it is yours, run "
+            f"`chmod go-w {real}`; otherwise {where} to a directory of your own")
+
+
+def _check_above(path: str, directory: str, where: str) -> None:
+    """A directory above the cache (or a symbolic link on the way): whoever can rename entries in it, or
+    point the link elsewhere, can swap the cache for their own."""
+    st = os.lstat(directory)
+    problem = None
+    if st.st_uid not in (os.geteuid(), 0):
+        problem = f"owned by {_user(st.st_uid)}"
+    elif not stat.S_ISLNK(st.st_mode) and _writable_by_others(st) and not st.st_mode & stat.S_ISVTX:
+        problem = "writable by others and not sticky"
+    if problem:
+        raise UnsafeCacheDirectory(
+            f"refusing cache directory {path}: {directory} above it is {problem} ({_describe(st)}), so "
+            f"someone else can replace the cache with code that Spine loads and runs. Run "
+            f"`chmod go-w {directory}` (or `chmod +t` for a shared directory like /tmp) if it is yours; "
+            f"otherwise {where} to a directory of your own")
+
+
+def _writable_by_others(st: os.stat_result) -> bool:
+    return bool(st.st_mode & stat.S_IWOTH) or (bool(st.st_mode & stat.S_IWGRP) and not _group_of_one(st.st_gid))
+
+
+@functools.lru_cache(maxsize=None)
+def _group_of_one(gid: int) -> bool:
+    """A group whose only member is the current user (the per-user groups behind a umask of 002)."""
+    import grp
+    import pwd
+    try:
+        group, me = grp.getgrgid(gid), pwd.getpwuid(os.geteuid())
+    except KeyError:
+        return False
+    if any(member != me.pw_name for member in group.gr_mem):
+        return False
+    if me.pw_gid != gid and me.pw_name not in group.gr_mem:
+        return False
+    return all(user.pw_gid != gid or user.pw_uid == me.pw_uid for user in pwd.getpwall())
+
+
+def _user(uid: int) -> str:
+    import pwd
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _describe(st: os.stat_result) -> str:
+    import grp
+    try:
+        group = grp.getgrgid(st.st_gid).gr_name
+    except KeyError:
+        group = str(st.st_gid)
+    return f"owner {_user(st.st_uid)}, group {group}, mode {stat.filemode(st.st_mode)} ({st.st_mode & 0o7777:o})"
+
+
+def _resolved(path: str, real: str) -> str:
+    return f" (= {real})" if real != path else ""
+
+
+def trusted_file(path: str) -> bool:
+    """Whether a file in a checked cache directory is one that only we could have written (a directory that
+    was open to others before it was fixed may still hold what they left)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 def temporary_file_in(directory: str) -> tuple[int, str]:
@@ -82,9 +219,15 @@ def verified_cache_manager_class():
     """triton's file cache, with a digest of every file of a compiled kernel kept in the kernel's group
     record: an entry whose files were truncated or corrupted reads as a miss (triton then compiles again
     and replaces it), never as a broken binary handed to the loader."""
+    from triton import knobs
     from triton.runtime.cache import FileCacheManager
 
     class VerifiedFileCacheManager(FileCacheManager):
+        def __init__(self, key, override=False, dump=False):
+            if not (override or dump) and knobs.cache.dir:   # the compile cache, which kernels are loaded from
+                private_directory(os.path.join(knobs.cache.dir, key), "set TRITON_CACHE_DIR")
+            super().__init__(key, override, dump)
+
         def put_group(self, filename, group):
             digests = {name: file_digest(path) for name, path in group.items()}
             record = json.dumps({"child_paths": group, "spine_sha256": digests})

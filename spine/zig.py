@@ -8,12 +8,16 @@ import subprocess
 import tempfile
 from typing import Callable
 
-from .cache import atomic_write_text, cache_dir, file_digest, temporary_file_in
+from .cache import atomic_write_text, cache_dir, file_digest, private_directory, temporary_file_in, trusted_file
 
 
 def zig_env() -> dict:
+    """zig's objects are linked into what Spine loads, so its caches are checked like Spine's own. Without
+    ZIG_LOCAL_CACHE_DIR zig would use the .zig-cache beside any build.zig above the working directory."""
     env = dict(os.environ)
-    env.setdefault("ZIG_GLOBAL_CACHE_DIR", os.path.join(cache_dir(), "zig"))
+    default = os.path.join(cache_dir(), "zig")
+    for name in ("ZIG_GLOBAL_CACHE_DIR", "ZIG_LOCAL_CACHE_DIR"):
+        env[name] = private_directory(env.get(name) or default, f"set {name}")
     return env
 
 
@@ -45,12 +49,12 @@ def cached_build(name: str, build: Callable[[str], None]) -> str:
         if _verified.get(out) == stamp:
             return out
         with open(digest_path) as f:
-            if f.read().strip() == file_digest(out):
+            if trusted_file(out) and trusted_file(digest_path) and f.read().strip() == file_digest(out):
                 _verified[out] = stamp
                 return out
     except OSError:
         pass
-    os.makedirs(os.path.dirname(out), exist_ok=True)
+    os.makedirs(os.path.dirname(out), mode=0o700, exist_ok=True)   # removed since cache_dir() made it
     fd, tmp = temporary_file_in(os.path.dirname(out))
     os.close(fd)
     try:
