@@ -472,8 +472,6 @@ def main() -> int:
         print(f"  {key:16s} {tally.counts[key]}")
     for key, n in sorted(tally.kinds.items()):
         print(f"  {key:32s} {n}")
-    for outcome in tally.found[:3]:
-        print(f"\n{outcome.status}:\n{outcome.detail}\n\n{outcome.source}")
     return 1 if tally.found else 0
 
 
@@ -491,6 +489,7 @@ class Tally:
         self.kinds[f"{plan.kind}/{outcome.status}"] += 1
         if outcome.status not in ("passed", "rejected", "emulator_abort"):
             self.found.append(outcome)
+            print(f"{outcome.status}:\n{outcome.detail}\n\n{outcome.source}", flush=True)
         if self.counts["generated"] % 50 == 0:
             print(f"  {self.counts['generated']} launches, {time.time() - self.started:.0f} s: "
                   f"{dict(self.counts)}", flush=True)
