@@ -1,8 +1,12 @@
 /* Device print and assert for kernels. Lines are printed whole under a lock so that program instances
  * running on several threads do not interleave characters; a failed assertion or bounds check is
  * recorded (the first one wins) and reported by the launcher after the grid finished, as GPUs report
- * device asserts. */
+ * device asserts.
+ *
+ * A launch being stopped (fault_guard.h) never stops a thread in here, where it may hold our lock or
+ * stdio's: the stop waits for the safe point after the lock is released. */
 #include "device_io.h"
+#include "fault_guard.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -30,6 +34,7 @@ void spine_print_f64(int64_t prefix, int32_t px, int32_t py, int32_t pz, int64_t
     printf("%f\n", value);
     fflush(stdout);
     pthread_mutex_unlock(&print_lock);
+    spine_fault_guard_safe_point();
 }
 
 void spine_print_i64(int64_t prefix, int32_t px, int32_t py, int32_t pz, int64_t index, int32_t operand,
@@ -41,6 +46,7 @@ void spine_print_i64(int64_t prefix, int32_t px, int32_t py, int32_t pz, int64_t
     else printf("%" PRIu64 "\n", (uint64_t)value);
     fflush(stdout);
     pthread_mutex_unlock(&print_lock);
+    spine_fault_guard_safe_point();
 }
 
 static void record_failure(const char *format, ...) {
@@ -53,6 +59,7 @@ static void record_failure(const char *format, ...) {
         va_end(args);
     }
     pthread_mutex_unlock(&assert_lock);
+    spine_fault_guard_safe_point();
 }
 
 void spine_assert_fail(int64_t message, int32_t px, int32_t py, int32_t pz, int64_t index) {

@@ -9,19 +9,26 @@
  * back-to-back launches find them awake. A launch is published as one atomic word, generation and
  * participant count together, so a worker never mixes up two launches.
  *
- * Under the fault guard a launch that runs longer than SPINE_KERNEL_TIMEOUT is stopped: a watchdog thread
- * interrupts every thread in guarded code (fault_guard.h), and the launch reports it like a fault. */
+ * Under the fault guard a launch that runs longer than SPINE_KERNEL_TIMEOUT, or that Ctrl-C interrupts, is
+ * stopped: a watchdog thread interrupts every thread in guarded code (fault_guard.h says where a thread may be
+ * stopped, and what happens when one will not come back to such a place), and the launch reports it like a
+ * fault. A thread stopped where it might have held a lock poisons the runtime: later launches refuse. */
 #define _GNU_SOURCE
 #include "grid.h"
 #include "fault_guard.h"
 #include "profile_buffers.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -147,8 +154,13 @@ static void run_share(launch_t *l) {
     fence_streaming_stores();
 }
 
+static void on_sigint_during_launch(void);
+
 void spine_grid_guard_faults(int on) {
-    if (on) spine_fault_guard_install();
+    if (on) {
+        spine_fault_guard_install();
+        spine_fault_guard_on_sigint(on_sigint_during_launch);
+    }
     guard_faults = on;
 }
 
@@ -219,52 +231,168 @@ static int grow_pool(int wanted) {
 
 /* ------------------------------------------------------------------------------------- the watchdog */
 
-/* The running launch's deadline (CLOCK_MONOTONIC ns; 0: none) and serial number. The watchdog checks them a
- * few times per timeout, so arming costs a launch two atomic stores and no system call. */
+/* The guarded launch running now (its fault_guard number; 0: none), its deadline (CLOCK_MONOTONIC ns; 0:
+ * none) and how often the watchdog looks (0: only when woken). Arming costs a launch a few atomic stores
+ * and no system call: the watchdog polls a few times per timeout, and sleeps for good while no timeout is
+ * set, until Ctrl-C wakes it through its pipe (write() is async-signal-safe; a condition variable is not). */
+static _Atomic uint64_t watch_launch;
 static _Atomic int64_t watch_deadline;
-static _Atomic uint64_t watch_serial;
 static _Atomic int64_t watch_period_ns;
+static _Atomic uint64_t sigint_launch;   /* the launch Ctrl-C arrived during */
+static int wake_pipe[2] = {-1, -1};
 static pthread_once_t watchdog_once = PTHREAD_ONCE_INIT;
+
+/* A stop in progress: the launch, why, and since when (the watchdog's own state). */
+typedef struct {
+    uint64_t launch;
+    int reason;
+    int64_t since;
+} stopping_t;
+
+static void wake_watchdog(void) {
+    char c = 1;
+    if (wake_pipe[1] >= 0 && write(wake_pipe[1], &c, 1) < 0) {}
+}
+
+/* From the SIGINT handler, during a launch. */
+static void on_sigint_during_launch(void) {
+    atomic_store(&sigint_launch, atomic_load(&watch_launch));
+    wake_watchdog();
+}
+
+/* How long threads may stay outside kernel code, once asked to stop, before they are stopped anyway. */
+static int64_t force_after_ns(int64_t period) {
+    int64_t after = 4 * period;
+    return period == 0 ? 1000000000 : after > 200000000 ? after : 200000000;
+}
+
+static stopping_t next_stop(stopping_t stopping, int64_t t) {
+    uint64_t launch = atomic_load(&watch_launch);
+    if (stopping.launch && stopping.launch != launch) stopping.launch = 0;   /* that launch is over */
+    uint64_t interrupted = atomic_exchange(&sigint_launch, 0);
+    if (stopping.launch || !launch) return stopping;
+    int64_t deadline = atomic_load(&watch_deadline);
+    int reason = interrupted == launch ? SPINE_STOP_INTERRUPT
+                 : deadline && t >= deadline ? SPINE_STOP_TIMEOUT : 0;
+    if (reason) stopping = (stopping_t){launch, reason, t};
+    return stopping;
+}
 
 static void *watchdog_main(void *arg) {
     (void)arg;
+    stopping_t stopping = {0, 0, 0};
     for (;;) {
         int64_t period = atomic_load(&watch_period_ns);
-        struct timespec t = {(time_t)(period / 1000000000), (long)(period % 1000000000)};
-        nanosleep(&t, NULL);
-        uint64_t serial = atomic_load(&watch_serial);
-        int64_t deadline = atomic_load(&watch_deadline);
-        if (deadline && now_ns() >= deadline && atomic_load(&watch_serial) == serial)
-            spine_fault_guard_interrupt();   /* again each period until the launch has stopped */
+        /* While stopping, try again every millisecond: a thread outside kernel code is usually back in it
+         * within microseconds. */
+        int wait_ms = stopping.launch ? 1 : period ? (int)((period + 999999) / 1000000) : -1;
+        struct pollfd wake = {wake_pipe[0], POLLIN, 0};
+        if (poll(&wake, 1, wait_ms) > 0) {
+            char drained[64];
+            if (read(wake_pipe[0], drained, sizeof drained) < 0) {}
+        }
+        int64_t t = now_ns();
+        stopping = next_stop(stopping, t);
+        if (stopping.launch)
+            spine_fault_guard_stop(stopping.launch, stopping.reason, t - stopping.since >= force_after_ns(period));
     }
     return NULL;
 }
 
 static void start_watchdog(void) {
+    if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
     pthread_t t;
     if (pthread_create(&t, NULL, watchdog_main, NULL) == 0) pthread_detach(t);
 }
 
-/* SPINE_KERNEL_TIMEOUT in ns (0 or less: none). In the user's own process there is none unless it is set:
- * a native kernel may legitimately run for many minutes (a large product on a slow or busy machine), and
- * only the user knows how long is too long. Read at every launch, so a change takes effect at the next. */
+/* From this many seconds on a timeout means none, as for the Python switch (spine/switches.py's
+ * _LONGEST_TIMEOUT_S); below it, one too long for int64 ns saturates (at 126 years). */
+#define TIMEOUT_MAX_S 1e10
+#define TIMEOUT_SATURATED_NS 4000000000000000000LL
+
+/* SPINE_KERNEL_TIMEOUT's seconds, read as the Python switch reads it (spine/switches.py: float(), then no
+ * NaN, nothing negative): a decimal number or inf, with blanks around. The rest of what float() takes
+ * (underscores between digits, nan) is refused, so the two never read different values: 0 and the value,
+ * or -1. Decimal point whatever the locale. */
+static int parse_seconds(const char *s, double *seconds) {
+    while (*s == ' ' || (*s >= '\t' && *s <= '\r')) s++;
+    int negative = *s == '-';
+    if (*s == '+' || *s == '-') s++;
+    double value = 0;
+    if (strncasecmp(s, "infinity", 8) == 0 || strncasecmp(s, "inf", 3) == 0) {
+        s += strncasecmp(s, "infinity", 8) == 0 ? 8 : 3;
+        value = INFINITY;
+    } else {
+        int digits = 0, exponent = 0;
+        for (; *s >= '0' && *s <= '9'; s++, digits++) value = value * 10 + (*s - '0');
+        if (*s == '.')
+            for (s++; *s >= '0' && *s <= '9'; s++, digits++, exponent--) value = value * 10 + (*s - '0');
+        if (!digits) return -1;
+        if (*s == 'e' || *s == 'E') {
+            s++;
+            int sign = *s == '-' ? -1 : 1, e = 0, edigits = 0;
+            if (*s == '+' || *s == '-') s++;
+            for (; *s >= '0' && *s <= '9'; s++, edigits++) e = e < 10000 ? e * 10 + (*s - '0') : e;
+            if (!edigits) return -1;
+            exponent += sign * e;
+        }
+        for (; exponent > 0 && value < INFINITY; exponent--) value *= 10;
+        for (; exponent < 0 && value > 0; exponent++) value /= 10;
+    }
+    while (*s == ' ' || (*s >= '\t' && *s <= '\r')) s++;
+    if (*s || (negative && value != 0)) return -1;
+    *seconds = value;
+    return 0;
+}
+
+/* SPINE_KERNEL_TIMEOUT in ns (0: none), or -1 when it is not a valid value. In the user's own process there
+ * is none unless it is set: a native kernel may legitimately run for many minutes (a large product on a
+ * slow or busy machine), and only the user knows how long is too long. Read at every launch (under the pool
+ * lock), so a change takes effect at the next; parsed only when it changed. */
 static int64_t kernel_timeout_ns(void) {
+    static char last_raw[64];
+    static int64_t last_ns;
     const char *raw = getenv("SPINE_KERNEL_TIMEOUT");
-    double seconds = raw && *raw ? strtod(raw, NULL) : 0.0;
-    return seconds > 0 ? (int64_t)(seconds * 1e9) : 0;
+    if (!raw || !*raw) return 0;
+    if (strcmp(raw, last_raw) == 0) return last_ns;
+    double seconds;
+    int64_t ns = parse_seconds(raw, &seconds) != 0 ? -1
+                 : seconds >= TIMEOUT_MAX_S || seconds == 0 ? 0
+                 : seconds * 1e9 >= (double)TIMEOUT_SATURATED_NS ? TIMEOUT_SATURATED_NS
+                 : (int64_t)(seconds * 1e9);
+    if (ns == 0 && seconds > 0 && seconds < TIMEOUT_MAX_S) ns = 1;   /* a tiny timeout is still one */
+    if (strlen(raw) < sizeof last_raw) {
+        strcpy(last_raw, raw);
+        last_ns = ns;
+    }
+    return ns;
 }
 
-static void arm_watchdog(void) {
-    int64_t timeout = kernel_timeout_ns();
-    if (!timeout) return;
-    int64_t period = timeout / 4 < 1000000000 ? timeout / 4 : 1000000000;
-    atomic_store(&watch_period_ns, period > 1000000 ? period : 1000000);
+static void arm_watchdog(uint64_t launch, int64_t timeout) {
     pthread_once(&watchdog_once, start_watchdog);
-    atomic_fetch_add(&watch_serial, 1);
-    atomic_store(&watch_deadline, now_ns() + timeout);
+    if (timeout) {
+        int64_t period = timeout / 4 < 1000000000 ? timeout / 4 : 1000000000;
+        if (period < 1000000) period = 1000000;
+        if (atomic_exchange(&watch_period_ns, period) != period) wake_watchdog();
+        atomic_store_explicit(&watch_deadline, now_ns() + timeout, memory_order_release);
+    } else {
+        atomic_store_explicit(&watch_deadline, 0, memory_order_release);
+        atomic_store_explicit(&watch_period_ns, 0, memory_order_release);
+    }
+    atomic_store_explicit(&watch_launch, launch, memory_order_release);
 }
 
-static void disarm_watchdog(void) { atomic_store(&watch_deadline, 0); }
+static void disarm_watchdog(void) {
+    atomic_store_explicit(&watch_launch, 0, memory_order_release);
+    atomic_store_explicit(&watch_deadline, 0, memory_order_release);
+}
+
+/* Why a guarded launch may not run, or 0; the timeout it runs under otherwise. */
+static int refusal(int64_t *timeout) {
+    if (spine_fault_guard_poisoned()) return SPINE_GRID_POISONED;
+    *timeout = kernel_timeout_ns();
+    return *timeout < 0 ? SPINE_GRID_BAD_TIMEOUT : 0;
+}
 
 static void await_helpers(int helpers) {
     int64_t deadline = 0;
@@ -284,11 +412,27 @@ int spine_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32
 int spine_run_grid_ex(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads,
                       int32_t record_programs) {
     if (gx <= 0 || gy <= 0 || gz <= 0) return 0;
-    int64_t total = (int64_t)gx * gy * gz;
+    int64_t total;
+    /* The chunk counter runs past the total by up to an eighth of it: keep it clear of overflow too. */
+    if (__builtin_mul_overflow((int64_t)gx * gy, (int64_t)gz, &total) || total > INT64_MAX / 2)
+        return SPINE_GRID_TOO_LARGE;
     int threads = num_threads > 0 ? num_threads : spine_num_cores();
     if (threads > total) threads = (int)total;
 
     pthread_mutex_lock(&pool_lock);
+    int64_t timeout = 0;
+    int refused = guard_faults ? refusal(&timeout) : 0;
+    if (refused) {
+        pthread_mutex_unlock(&pool_lock);
+        return refused;
+    }
+    if (guard_faults) {
+        /* Handlers installed behind our back (by C code: Python's are seen at once, see native.py) are
+         * found within a thousand launches; a check costs a few system calls, 2 ns a launch this way. */
+        static unsigned launches;
+        if ((launches++ & 1023) == 0) spine_fault_guard_check_handlers();
+        arm_watchdog(spine_fault_guard_begin_launch((const void *)fn), timeout);
+    }
     int helpers = threads - 1;
     if (helpers > 0 && grow_pool(helpers) != 0) helpers = num_workers;
     if (helpers > num_workers) helpers = num_workers;
@@ -312,12 +456,16 @@ int spine_run_grid_ex(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, in
         pthread_mutex_unlock(&state_lock);
     }
 
-    if (guard_faults) arm_watchdog();
     run_share(&current);
 
     if (helpers > 0) await_helpers(helpers);
-    if (guard_faults) disarm_watchdog();
+    if (guard_faults) {
+        disarm_watchdog();
+        spine_fault_guard_end_launch();
+    }
     int faulted = atomic_load(&current.faulted);
+    int interrupted = faulted && current.fault.signal == SPINE_FAULT_STOPPED &&
+                      (current.fault.flags & SPINE_FAULT_INTERRUPTED);
     pthread_mutex_unlock(&pool_lock);
-    return faulted ? SPINE_GRID_FAULTED : 0;
+    return interrupted ? SPINE_GRID_INTERRUPTED : faulted ? SPINE_GRID_FAULTED : 0;
 }

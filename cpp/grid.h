@@ -11,10 +11,16 @@
 typedef void (*spine_entry_fn)(void **args, int32_t px, int32_t py, int32_t pz,
                                int32_t nx, int32_t ny, int32_t nz);
 
-#define SPINE_GRID_FAULTED (-1)
+/* What a launch returns besides 0 and errno values. Under the fault guard: */
+#define SPINE_GRID_FAULTED (-1)       /* a program faulted, or the launch was stopped (spine_grid_take_fault) */
+#define SPINE_GRID_INTERRUPTED (-2)   /* stopped by Ctrl-C (SIGINT); spine_grid_take_fault describes it */
+#define SPINE_GRID_POISONED (-3)      /* refused: an earlier stop may have left locks held */
+#define SPINE_GRID_BAD_TIMEOUT (-5)   /* refused: SPINE_KERNEL_TIMEOUT is not a number of seconds >= 0 */
+/* Always: */
+#define SPINE_GRID_TOO_LARGE (-4)     /* gx*gy*gz is more program instances than a launch can count (2^62) */
 
-/* Runs the grid gx*gy*gz on up to num_threads threads (0: all cores). Returns 0, an errno value, or
- * SPINE_GRID_FAULTED when a program faulted under the fault guard (see spine_grid_take_fault). */
+/* Runs the grid gx*gy*gz on up to num_threads threads (0: all cores). Returns 0, an errno value, or one of
+ * the codes above. */
 int spine_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads);
 
 /* As spine_run_grid; with record_programs, each program instance is recorded in the calling thread's

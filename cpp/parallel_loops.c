@@ -21,7 +21,9 @@
  *
  * In the user's process (guarded launches) a fault on any thread of the team ends that thread's share
  * only; the others stop waiting at barriers, and once all are done the program's own thread takes the
- * first fault as its own, so the launch raises it like any other. */
+ * first fault as its own, so the launch raises it like any other. A stopped launch (fault_guard.h) stops
+ * the threads at barrier waits too, which hold nothing; the program's thread waiting for its helpers is
+ * never stopped, since they use the team on its stack. */
 #define _GNU_SOURCE
 #include "grid.h"
 #include "device_io.h"
@@ -212,7 +214,11 @@ void spine_kmpc_fork_call(void *loc, int32_t argc, microtask_t fn, ...) {
         pthread_mutex_unlock(&taken[i]->lock);
     }
     run_member(&team, 0);
+    /* The helpers use `team`, on this stack: this thread must not be stopped before they are done (they
+     * are stopped themselves). */
+    spine_fault_guard_unstoppable(1);
     for (int round = 0; atomic_load(&team.finished) < team.size; round++) pause_briefly(round);
+    spine_fault_guard_unstoppable(0);
     if (atomic_load(&team.faulted)) spine_fault_raise(&team.fault);
 }
 
@@ -259,8 +265,10 @@ void spine_kmpc_barrier(void *loc, int32_t gtid) {
         atomic_fetch_add(&team->barrier_round, 1);
         return;
     }
-    for (int round = 0; atomic_load(&team->barrier_round) == round_seen && !atomic_load(&team->faulted); round++)
+    for (int round = 0; atomic_load(&team->barrier_round) == round_seen && !atomic_load(&team->faulted); round++) {
         pause_briefly(round);
+        spine_fault_guard_safe_point();
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ smt barriers */
@@ -303,6 +311,7 @@ void spine_smt_barrier_wait(int64_t handle) {
             break;
         }
         pause_briefly(round);
+        spine_fault_guard_safe_point();
     }
     if (team) atomic_fetch_sub(&team->blocked, 1);
 }

@@ -296,7 +296,8 @@ static void *collect(uint64_t start, uint64_t end, uint32_t threads, uint64_t *s
 
 int spine_profile_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32_t gz,
                            int32_t num_threads, int32_t record_programs, void **block, uint64_t *size) {
-    int64_t total = (int64_t)gx * gy * gz;
+    int64_t total;   /* too large a grid is refused by spine_run_grid_ex */
+    if (__builtin_mul_overflow((int64_t)gx * gy, (int64_t)gz, &total)) total = INT64_MAX;
     int32_t threads = num_threads > 0 ? num_threads : spine_num_cores();
     if (total > 0 && threads > total) threads = (int32_t)total;
     pthread_mutex_lock(&profile_lock);

@@ -3,12 +3,21 @@
 The grid runs on the C runtime's thread pool (cpp/grid.c, cpp/host_runtime.c) under its fault guard, so a
 kernel that faults raises KernelFault instead of taking the process down. Pointer arguments are passed as
 they are. Launches normally skip `NativeKernel.launch`: the host launch fast path (cpp/launch.cpp, see
-launcher.py) calls `direct_entry` itself and comes back here only to report a fault or an assertion."""
+launcher.py) calls `direct_entry` itself and comes back here only to report a fault or an assertion.
+
+Kernel faults are caught by the runtime's signal handlers, which must stay in front of handlers installed
+after them (faulthandler.enable, signal.signal for SIGINT): Python's functions that install one are wrapped
+so that the runtime puts its own back in front at once, chaining to the new one (cpp/fault_guard.h); handlers
+installed from C are found within a few hundred launches. A launch stopped by Ctrl-C raises
+KeyboardInterrupt."""
 from __future__ import annotations
 
 import ctypes
+import faulthandler
+import functools
 import os
 import platform
+import signal
 import time
 from dataclasses import dataclass, field
 
@@ -20,7 +29,29 @@ from .arguments import Arguments
 from .executor import default_num_threads
 from .source_lines import with_source_line
 
-GRID_FAULTED = -1  # grid.h's SPINE_GRID_FAULTED
+# grid.h's SPINE_GRID_* codes
+GRID_FAULTED, GRID_INTERRUPTED, GRID_POISONED, GRID_TOO_LARGE, GRID_BAD_TIMEOUT = -1, -2, -3, -4, -5
+
+# Python's functions that install signal handlers the runtime's must stay in front of.
+_HANDLER_INSTALLERS = ((signal, "signal"), (faulthandler, "enable"), (faulthandler, "disable"),
+                       (faulthandler, "register"), (faulthandler, "unregister"))
+
+
+def _keep_handlers_in_front(check) -> None:
+    """Wraps each of _HANDLER_INSTALLERS so that `check` (spine_fault_guard_check_handlers) runs after it."""
+    for module, name in _HANDLER_INSTALLERS:
+        original = getattr(module, name, None)
+        if original is None or getattr(original, "__spine_checks_handlers__", False):
+            continue
+
+        @functools.wraps(original)
+        def installer(*args, __original=original, **kwargs):
+            try:
+                return __original(*args, **kwargs)
+            finally:
+                check()
+        installer.__spine_checks_handlers__ = True
+        setattr(module, name, installer)
 
 
 class NativeRuntime:
@@ -36,6 +67,9 @@ class NativeRuntime:
         lib.spine_take_assert_failure.restype = ctypes.c_int
         lib.spine_grid_take_fault.argtypes = [ctypes.c_char_p, ctypes.c_int]
         lib.spine_grid_take_fault.restype = ctypes.c_int
+        lib.spine_fault_guard_check_handlers.argtypes = []
+        lib.spine_fault_guard_check_handlers.restype = None
+        _keep_handlers_in_front(lib.spine_fault_guard_check_handlers)
         spin = switches.GRID_SPIN_US.get()
         if spin is not None:
             lib.spine_grid_set_spin(spin)
@@ -99,9 +133,23 @@ class NativeKernel:
             proton.record_launch(launch, plan)
 
     def check(self, rc: int) -> None:
-        """Raises what a launch that returned `rc` ended in: a fault, a failed launch, a failed assertion."""
+        """Raises what a launch that returned `rc` ended in: a fault, a stop by Ctrl-C, a launch refused or
+        failed, a failed assertion."""
         if rc == GRID_FAULTED:
             raise KernelFault(f"kernel '{self.name}' faulted: {self.runtime.take_fault()}")
+        if rc == GRID_INTERRUPTED:
+            raise KeyboardInterrupt(f"kernel '{self.name}' was {self.runtime.take_fault()}")
+        if rc == GRID_POISONED:
+            raise RuntimeError(f"kernel '{self.name}' was not launched: an earlier kernel was stopped inside the C "
+                               "library or the runtime, which may hold locks it never releases; restart the "
+                               "process")
+        if rc == GRID_TOO_LARGE:
+            raise ValueError(f"kernel '{self.name}': the grid has more program instances than a launch can count "
+                             "(the product of its sizes must be at most 2**62)")
+        if rc == GRID_BAD_TIMEOUT:
+            switches.KERNEL_TIMEOUT.get()   # its own error, where it refuses the value too
+            raise ValueError(f"{switches.KERNEL_TIMEOUT.name}={switches.KERNEL_TIMEOUT.raw()!r}: expected a "
+                             "number of seconds, 0 or more (0 or inf: no timeout)")
         if rc:
             raise RuntimeError(f"launching kernel '{self.name}' failed: {os.strerror(rc)}")
         failure = self.runtime.take_assert_failure()

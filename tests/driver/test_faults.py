@@ -47,6 +47,22 @@ def test_wild_store_raises_naming_kernel_and_program(target, monkeypatch, thread
     _next_launch_works()
 
 
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="x86 says whether a faulting access was a store")
+def test_a_wild_store_warns_that_the_process_may_be_damaged():
+    """Stores before the faulting one may have hit memory the process uses (with threads, the heap): the
+    process lived on after KernelFault, then died of the damage, with nothing pointing at the cause."""
+    from spine.driver import CPUDriver
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    out = torch.zeros(64 * 8)
+    with pytest.raises(KernelFault, match=r"a store to memory the kernel does not own.*process may be damaged.*"
+                                          r"debug=True.*bounds"):
+        wild_store_kernel[(8,)](out, 1 << 42, 64 * 8, BLOCK=64)
+    x = torch.tensor([7], dtype=torch.int32)
+    with pytest.raises(KernelFault) as division:   # a fault that stores nothing says nothing of the kind
+        int_divide_kernel[(1,)](x, torch.empty(1, dtype=torch.int32), 0)
+    assert "may be damaged" not in str(division.value)
+
+
 def test_repeated_faults_leave_the_process_usable(target):
     out = torch.zeros(64)
     for _ in range(5):
