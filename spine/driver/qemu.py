@@ -146,6 +146,9 @@ class QemuServer:
             return self.channel.send(message, timeout)
         except protocol.ChannelTimeout:
             raise self.hung(timeout) from None
+        except protocol.ChannelBroken as error:
+            self.close()
+            raise KernelFault(f"the QEMU kernel server broke the protocol: {error}; it was stopped") from None
         except protocol.ChannelClosed:
             raise self.died() from None
 
@@ -300,8 +303,7 @@ class QemuKernel:
         lock = self.executor.lock
         lock.acquire()
         try:
-            server = self.executor.server_for(arena_bytes)
-            handle = self._handle(server)
+            server, handle = self._loaded_on(arena_bytes)
             timeout = kernel_timeout()
             return (handle, server.arena_addr, server.channel.write_fd, server.channel.read_fd,
                     -1 if timeout is None else max(round(timeout * 1000), 1), lock)
@@ -335,8 +337,7 @@ class QemuKernel:
         executor = self.executor
         with executor.lock:
             slots, spans, total = arena_layout(args)
-            server = executor.server_for(total)
-            handle = self._handle(server)
+            server, handle = self._loaded_on(total)
             arena = server.arena_addr
             for span in spans:
                 ctypes.memmove(arena + span.arena_offset, span.lo, span.hi - span.lo)
@@ -364,6 +365,18 @@ class QemuKernel:
             launch = proton_buffers.launch_of(self.name, grid, executor.TARGET_LABEL, executor.counter(server), body,
                                               wall, started)
         proton.record_launch(launch, plan)
+
+    def _loaded_on(self, arena_bytes: int) -> tuple[QemuServer, int]:
+        """A live server whose arena holds `arena_bytes`, and this kernel's handle there. A server whose table
+        of loaded kernels is full is replaced by a fresh one (every kernel loads again there, when next
+        launched); call with the executor's lock held."""
+        server = self.executor.server_for(arena_bytes)
+        try:
+            return server, self._handle(server)
+        except protocol.KernelTableFull:
+            self.executor.shutdown()
+            server = self.executor.server_for(arena_bytes)
+            return server, self._handle(server)
 
     def _handle(self, server: QemuServer) -> int:
         if self.generation != self.executor.generation:

@@ -163,9 +163,21 @@ class RemoteLink:
     def _install_and_exec(self, server: bytes, runner: str) -> None:
         nonce = secrets.token_hex(6)
         deadline = deadline_after(START_TIMEOUT)
-        self.send(b'd="${XDG_CACHE_HOME:-$HOME/.cache}/spine-remote" && mkdir -p "$d" && cd "$d" && '
-                  + f'echo "spine-remote {nonce} $(uname -m)"\n'.encode())
-        self._expect(f"spine-remote {nonce}", "the first command (is it a POSIX shell?)", deadline)
+        # The board's cache must be the user's own and not writable by others: whoever could write it could
+        # plant a server or kernel under a name we trust (their contents are checked as well). `ls -ld`'s
+        # mode string is what a minimal POSIX shell has to tell.
+        self.send(b'd="${XDG_CACHE_HOME:-$HOME/.cache}/spine-remote" && mkdir -p -m 700 "$d" && cd "$d" && '
+                  + f'case "$(ls -ld .)" in ?????w*|????????w*) echo "spine-unsafe {nonce} $d";; *) '
+                    f'if [ -O . ]; then echo "spine-remote {nonce} $(uname -m)"; '
+                    f'else echo "spine-unsafe {nonce} $d"; fi;; esac\n'.encode())
+        answer = self._expect((f"spine-remote {nonce}", f"spine-unsafe {nonce}"),
+                              "the first command (is it a POSIX shell?)", deadline)
+        if answer.startswith(f"spine-unsafe {nonce}"):
+            where = answer[len(f"spine-unsafe {nonce}"):].strip()
+            raise RemoteConnectionLost(
+                f"the board's cache directory {where} is not the user's own or is writable by others: refusing "
+                f"to run code from it (chmod go-w it, or set XDG_CACHE_HOME on the board; "
+                f"SPINE_REMOTE={self.command!r})")
         name = f"kernel-server-{hashlib.sha256(server).hexdigest()[:16]}"
         check = _verified(name, server)
         self.send(f"{check} && echo spine-have-{nonce} || echo spine-need-{nonce}\n".encode())

@@ -348,3 +348,37 @@ def test_the_fast_path_refuses_a_reply_longer_than_a_run_has(monkeypatch):
             os.close(fd)
     monkeypatch.undo()
     test_one_element_add("riscv64")
+
+
+def test_a_full_kernel_table_under_qemu_replaces_the_server(monkeypatch):
+    """With room for one kernel, two kernels launched in turn each find the table full: the server is
+    replaced and the kernel loaded again, on both launch paths, and every result is right."""
+    import platform
+    from spine.driver import CPUDriver
+    from spine.driver.cpu_driver import _executor_for
+    from spine.targets import riscv64_target
+    if platform.machine() == "riscv64":
+        pytest.skip("no QEMU on a riscv64 machine")
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    test_one_element_add("riscv64")
+    out = torch.zeros(6, dtype=torch.float64)
+    scalars_kernel[(1,)](out, 3, 4, 5, 6, 7, False)   # both compiled before the server is replaced
+    executor = _executor_for(riscv64_target())
+    executor.shutdown()
+    monkeypatch.setenv("SPINE_SERVER_KERNEL_SLOTS", "1")
+    started = executor.generation
+    hook = triton.knobs.runtime.launch_enter_hook
+    for python_launcher in (False, True):
+        if python_launcher:
+            hook.add(print)
+        try:
+            for _ in range(2):
+                test_one_element_add("riscv64")
+                out.zero_()
+                scalars_kernel[(1,)](out, 3, 4, 5, 6, 7, False)
+                assert out.tolist() == [3.0, 4.0, 5.0, 6.0, 7.0, 0.0]
+        finally:
+            if python_launcher:
+                hook.remove(print)
+    assert executor.generation - started >= 4
+    executor.shutdown()

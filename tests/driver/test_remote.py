@@ -228,3 +228,15 @@ def test_a_reply_longer_than_its_request_closes_the_connection(board):
     os.close(pipe_w)
     assert not server.alive()
     _add_works()
+
+
+def test_a_board_cache_others_can_write_is_refused(board, tmp_path):
+    """Whoever can write the board's cache could plant code there: the connection is refused, saying why."""
+    cache = tmp_path / "board" / "spine-remote"
+    cache.mkdir(parents=True)
+    os.chmod(cache, 0o777)
+    x = torch.rand(10)
+    with pytest.raises(RemoteConnectionLost, match="not the user's own or is writable by others"):
+        add_kernel[(1,)](x, x, torch.empty(10), 10, BLOCK=16)
+    os.chmod(cache, 0o700)
+    _add_works()
