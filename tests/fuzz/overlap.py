@@ -21,8 +21,10 @@ import dataclasses
 import itertools
 import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -41,6 +43,7 @@ FILL = 0xA5              # what shared memory holds where no input's data lies
 KINDS = ("in_place", "shifted", "output_twice", "frombuffer_pair", "read_views", "disjoint_views")
 TWO_OUTPUTS = ("output_twice", "frombuffer_pair")
 INPUTS_NEEDED = {"in_place": 1, "shifted": 1, "read_views": 2}
+SHIFTS = 6               # shifts drawn per pair of overlapping views
 STATUSES = ("passed", "mismatch", "rejected", "failed", "emulator_abort", "invalid")
 
 
@@ -247,15 +250,22 @@ def in_place(d: Drawn, draw) -> List[List[View]]:
     return out
 
 
+def shifts(draw, low: int, high: int) -> List[int]:
+    """A few shifts in [low, high], the ends among them: every one is checked for a defined result, and
+    large tiles have thousands."""
+    return sorted({low, high} | set(draw(st.lists(st.integers(low, high), max_size=SHIFTS))))
+
+
 def shifted(d: Drawn, draw) -> List[List[View]]:
-    """x = buf[0:n], out = buf[k:k + count] for every shift k that keeps the result defined."""
+    """x = buf[0:n], out = buf[k:k + count], for shifts k that keep the result defined (the ends: side by
+    side)."""
     out = []
     for spec in d.like_output():
         n = d.extent(spec)
         own = [draw(st.booleans()), draw(st.booleans())]
         size = itemsize(spec.dtype)
         out += [[View(spec.arg, 0, n, spec.dtype, own[0]), View("out", k * size, d.count, d.out_dtype, own[1])]
-                for k in range(-d.count, n + 1) if k]
+                for k in shifts(draw, -d.count, n) if k]
     return out
 
 
@@ -282,9 +292,9 @@ def read_views(d: Drawn, draw) -> List[List[View]]:
         own = [draw(st.booleans()) for _ in range(2 + d.program.outputs)]
         size = itemsize(b.dtype)
         # inputs of widths that do not match share the storage, side by side
-        shifts = range(-d.extent(b) + 1, d.extent(a)) if compatible(a.dtype, b.dtype) else \
+        ks = shifts(draw, -d.extent(b) + 1, d.extent(a) - 1) if compatible(a.dtype, b.dtype) else \
             [align(d.extent(a) * itemsize(a.dtype), size) // size]
-        for k in shifts:
+        for k in ks:
             views = [View(a.arg, 0, d.extent(a), a.dtype, own[0]), View(b.arg, k * size, d.extent(b), b.dtype, own[1])]
             out.append(views + d.outputs_from(d.after(views, gap), own[2:]))
     return out
@@ -451,6 +461,7 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=300, help="launches, shared evenly by the kinds of layout")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--kind", choices=KINDS, action="append", help="only these kinds of layout")
+    parser.add_argument("--save", default=None, help="directory for the launches that did not pass")
     parser.add_argument("--shrink", action="store_true",
                         help="stop at the first launch that is not passed or rejected and shrink it to a minimal one")
     args = parser.parse_args()
@@ -460,7 +471,8 @@ def main() -> int:
 
     triton.runtime.driver.set_active(CPUDriver(target=args.target))
     kinds = args.kind or KINDS
-    tally = Tally(started=time.time())
+    save = Path(args.save or Path(tempfile.gettempdir()) / "spine_fuzz_findings" / f"overlap_{args.target}")
+    tally = Tally(started=time.time(), save=save)
     try:
         for kind in kinds:
             search(args, kind, -(-args.count // len(kinds)), tally)
@@ -478,6 +490,7 @@ def main() -> int:
 @dataclass
 class Tally:
     started: float
+    save: Path
     counts: collections.Counter = field(default_factory=collections.Counter)
     kinds: collections.Counter = field(default_factory=collections.Counter)
     found: List[R.Outcome] = field(default_factory=list)
@@ -489,7 +502,11 @@ class Tally:
         self.kinds[f"{plan.kind}/{outcome.status}"] += 1
         if outcome.status not in ("passed", "rejected", "emulator_abort"):
             self.found.append(outcome)
-            print(f"{outcome.status}:\n{outcome.detail}\n\n{outcome.source}", flush=True)
+            self.save.mkdir(parents=True, exist_ok=True)
+            name = self.save / f"{outcome.status}_{self.counts['generated']:05d}"
+            name.with_suffix(".py").write_text(outcome.source)
+            name.with_suffix(".txt").write_text(outcome.detail)
+            print(f"{outcome.status} (saved as {name}.py, .txt):\n{outcome.detail}\n\n{outcome.source}", flush=True)
         if self.counts["generated"] % 50 == 0:
             print(f"  {self.counts['generated']} launches, {time.time() - self.started:.0f} s: "
                   f"{dict(self.counts)}", flush=True)
