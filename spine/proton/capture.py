@@ -2,14 +2,18 @@
 launches are written when the process exits (to PROTON_OUTPUT, or as a table on stdout).
 
 The switch is read at every launch, so setting or clearing it mid-process takes effect at once; it does
-not change compiled code, so it is not part of the compile key and needs no cache wipe."""
+not change compiled code, so it is not part of the compile key and needs no cache wipe.
+
+session.py starts the capture session at the first captured launch; this module stands on the writers
+(output.py) and the listeners, never on session.py."""
 from __future__ import annotations
 
 import atexit
 import threading
 
 from .. import switches
-from .session import Session, register
+from .listeners import Session, register
+from .output import write
 
 _lock = threading.Lock()
 _session: Session | None = None
@@ -27,5 +31,4 @@ def capture_session() -> Session:
 def _write_at_exit() -> None:
     if _session is None or not (_session.launches or _session.host_spans) or switches.DISABLE_PROTON.get():
         return
-    from .output import write
     write(_session)

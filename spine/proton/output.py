@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from .. import switches
-from .session import Session
+from .listeners import Session
 
 TRACE_SUFFIXES = (".json", ".chrome_trace")
 TREE_SUFFIXES = (".hatchet",)

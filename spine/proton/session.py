@@ -1,91 +1,29 @@
-"""Profiling sessions: who is listening to kernel launches, and the host scopes open around them.
+"""Profiling sessions: kernel launches and host scopes handed to whoever listens.
 
-A Session collects Launch records (from the executors, driver/native.py and driver/qemu.py) and
-HostSpans (proton.scope around launches). Three kinds listen:
+A Session (listeners.py) collects Launch records (from the executors, driver/native.py and
+driver/qemu.py) and HostSpans (proton.scope around launches). Three kinds listen:
   - sessions started through the APIs (`profiler.start()`, `proton.start(backend="cpu")`),
   - the process-wide capture session while PROTON_KERNEL_CAPTURE=1 (capture.py),
   - spine-triton's `profiler`, which keeps the launches of instrumented kernels even when not started.
-TRITON_DISABLE_PROTON=1 silences all of them.
+TRITON_DISABLE_PROTON=1 silences all of them. The executors and the APIs reach the listeners through
+this module, which stands on capture.py so that the first captured launch can start the capture session.
 """
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 
 from .. import switches
+from .capture import capture_session
+# Session, register and the list itself are imported from here by the APIs and driver/launcher.py.
+from .listeners import PASSIVE_RECORD_LIMIT, LaunchPlan, Session, _sessions, register, unregister  # noqa: F401
 from .records import HostSpan, Launch
 
-# Records a passive listener keeps before it drops further launches (about 40 bytes each).
-PASSIVE_RECORD_LIMIT = 8_000_000
-
-
-@dataclass(eq=False)
-class Session:
-    name: str
-    active: bool = False                 # listening to every launch and host scope
-    keep_scoped: bool = False            # also keep launches that carry kernel scopes while not active
-    capture: bool = False                # listening whenever PROTON_KERNEL_CAPTURE is set
-    launches: list = field(default_factory=list)
-    host_spans: list = field(default_factory=list)
-    host_metrics: dict = field(default_factory=dict)  # host scope path → metrics added to it
-    dropped_launches: int = 0
-    records: int = 0                     # records held, over all launches
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def listening(self) -> bool:
-        return self.active or (self.capture and switches.KERNEL_CAPTURE.get())
-
-    def takes(self, launch: Launch, plan: "LaunchPlan") -> bool:
-        return self.active or (self.capture and plan.capture) or (self.keep_scoped and launch.header.records > 0)
-
-    def add(self, launch: Launch) -> None:
-        with self.lock:
-            if not self.active and not self.capture and self.records + launch.header.records > PASSIVE_RECORD_LIMIT:
-                self.dropped_launches += 1
-                return
-            self.launches.append(launch)
-            self.records += launch.header.records
-
-    def add_span(self, span: HostSpan) -> None:
-        with self.lock:
-            self.host_spans.append(span)
-
-    def reset(self) -> None:
-        with self.lock:
-            self.launches, self.host_spans, self.host_metrics = [], [], {}
-            self.dropped_launches = self.records = 0
-
-
-_sessions: list[Session] = []
-_registry_lock = threading.Lock()
 _host = threading.local()      # .stack: the open host scopes of this thread, [(name, start_ns)]
-
-
-def register(session: Session) -> Session:
-    with _registry_lock:
-        if session not in _sessions:
-            _sessions.append(session)
-    return session
-
-
-def unregister(session: Session) -> None:
-    with _registry_lock:
-        if session in _sessions:
-            _sessions.remove(session)
 
 
 def disabled() -> bool:
     return switches.DISABLE_PROTON.get()
-
-
-@dataclass(frozen=True)
-class LaunchPlan:
-    """How one launch is profiled, decided once before it runs (each switch read costs an environment
-    lookup, and every launch asks)."""
-    deliver: bool     # hand the launch to listeners (False under TRITON_DISABLE_PROTON: records dropped)
-    programs: bool    # record every program instance (kernels with scopes, or PROTON_VERBOSE)
-    capture: bool     # PROTON_KERNEL_CAPTURE is set
 
 
 _DRAIN_ONLY = LaunchPlan(deliver=False, programs=True, capture=False)
@@ -106,7 +44,6 @@ def record_launch(launch: Launch, plan: LaunchPlan) -> None:
     if not plan.deliver:
         return
     if plan.capture:
-        from .capture import capture_session
         capture_session()
     launch.host_scopes = host_scope_path()
     launch.host_thread = threading.get_ident()

@@ -6,7 +6,7 @@ import sys
 from collections import defaultdict
 
 from .. import switches
-from .session import Session
+from .listeners import Session
 from .tree import HOST, KERNEL, build_tree, counters_of
 
 

@@ -14,7 +14,7 @@ import json
 import numpy as np
 
 from .records import Launch
-from .session import Session
+from .listeners import Session
 from .tree import counters_of
 
 HOST_PID = 1

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 
 from .records import Launch
-from .session import Session
+from .listeners import Session
 
 HOST, KERNEL, SCOPE, ROOT = "function", "kernel", "scope", "root"
 
