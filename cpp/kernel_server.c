@@ -330,6 +330,16 @@ static const char *decode_arguments(const uint8_t *kinds, const uint8_t *slots, 
 }
 
 /* record_programs < 0: an ordinary launch; else a profiled one, whose records are the reply. */
+/* The grid runtime's own failures are negative (grid.h); positive ones are errno values. */
+static const char *grid_failure(int rc) {
+    switch (rc) {
+    case SPINE_GRID_TOO_LARGE: return "the grid has more programs than a launch can count (2^62)";
+    case SPINE_GRID_BAD_TIMEOUT: return "SPINE_KERNEL_TIMEOUT is not a number of seconds >= 0";
+    case SPINE_GRID_POISONED: return "an earlier stop may have left locks held: restart the process";
+    default: return rc > 0 ? strerror(rc) : "the grid runtime refused the launch";
+    }
+}
+
 static void handle_run(uint8_t *payload, uint32_t len, int32_t record_programs) {
     if (len < 24) return reply_error("malformed RUN", "shorter than its fixed fields");
     uint32_t handle, nargs;
@@ -364,7 +374,7 @@ static void handle_run(uint8_t *payload, uint32_t len, int32_t record_programs) 
     free(args);
     if (rc) {
         spine_profile_free(profile);
-        return reply_error("grid launch failed", strerror(rc));
+        return reply_error("grid launch failed", grid_failure(rc));
     }
     char message[1024];
     if (spine_take_assert_failure(message, sizeof message)) {

@@ -170,8 +170,8 @@ class DirectLauncher {
             pointers[num_slots] = &slots[num_slots];
         }
         int64_t programs;
-        if (__builtin_mul_overflow((int64_t)grid[0] * grid[1], (int64_t)grid[2], &programs))
-            return slow(all);  /* which says why */
+        if (__builtin_mul_overflow((int64_t)grid[0] * grid[1], (int64_t)grid[2], &programs) || programs > (1LL << 62))
+            return slow(all);  /* which says why (the grid runtime counts at most 2^62 programs) */
         if (programs == 0) return py::none();
         if (entry == SERVER) return arena_launch(all, a[4], args, grid, threads, slots, num_slots);
         int rc;

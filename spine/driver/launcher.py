@@ -15,6 +15,7 @@ import warnings
 from dataclasses import dataclass, fields
 
 from ..errors import DeviceAssertionError, OutOfBoundsError
+from ..kernel_facts import KernelFacts
 from .arguments import (POINTEE_BYTES, SUPPORTED_POINTEE, Arguments, Param, byte_range, check_tensor, element_extent, extent_params,
                         scalar_encoder, unwrap_tensor)
 from .executor import CORES, executor_for
@@ -88,7 +89,7 @@ def runtime_params(src) -> tuple[list[Param], list[ArgumentSource]]:
 
 
 _MAX_GRID_DIM = 2**31 - 1      # program ids are int32 in every dimension, as on GPUs
-_MAX_PROGRAMS = 2**63 - 1      # the grid runtime counts programs in an int64
+_MAX_PROGRAMS = 2**62          # the grid runtime's bound (cpp/grid.h, SPINE_GRID_TOO_LARGE)
 
 
 def checked_grid(grid, kernel: str) -> tuple[int, int, int]:
@@ -105,7 +106,7 @@ def checked_grid(grid, kernel: str) -> tuple[int, int, int]:
                              f"within 0..{_MAX_GRID_DIM}")
         dims.append(value)
     if math.prod(dims) > _MAX_PROGRAMS:
-        raise ValueError(f"kernel '{kernel}': the grid {tuple(dims)} has more than 2**63 - 1 programs")
+        raise ValueError(f"kernel '{kernel}': the grid {tuple(dims)} has more than 2**62 programs")
     return tuple(dims)
 
 
@@ -117,11 +118,12 @@ class CPULauncher:
         self.kernel_name = metadata.name
         params, self.sources = runtime_params(src)
         self.params = tuple(params)
-        self.written = frozenset(getattr(metadata, "spine_written_args", ()))
-        self.read_in_place = tuple(getattr(metadata, "spine_direct_load_args", ()))
+        facts = KernelFacts.from_metadata(metadata)
+        self.written = frozenset(facts.written_args)
+        self.read_in_place = facts.direct_load_args
         self.encoders = [None if p.is_pointer else scalar_encoder(p, self.kernel_name) for p in self.params]
         # A bounds-checked kernel (debug) takes each pointer argument's extent after its own arguments.
-        self.extents = extent_params(params) if getattr(metadata, "spine_bounds_checked", False) else []
+        self.extents = extent_params(params) if facts.bounds_checked else []
         self.all_params = self.params + tuple(self.extents)
         self._alias_safe_kernel = None
 
