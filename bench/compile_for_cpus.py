@@ -15,8 +15,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import triton  # noqa: E402
 
-from spine.compiler.pipeline import make_so  # noqa: E402
+from spine.compiler.pipeline import build_from_linalg  # noqa: E402
 from spine.driver import CPUDriver  # noqa: E402
+from spine.kernel_facts import METADATA_KEY, KernelFacts  # noqa: E402
 from spine.options import CPUOptions  # noqa: E402
 from tests.compiler.test_cpus import RISCV_CPUS, X86_CPUS, _compile_all  # noqa: E402
 
@@ -26,13 +27,13 @@ def codegen(compiled, cpu: str, features: str) -> tuple[int, list[str]]:
     for name, kernel in compiled:
         md = kernel.metadata
         options = dataclasses.replace(CPUOptions(), triple=md.triple, cpu=cpu, features=features)
-        metadata = {"name": md.name, "spine_arg_kinds": md.spine_arg_kinds,
-                    "spine_argument_views": md.spine_argument_views}
+        metadata = {"name": md.name, METADATA_KEY: md.spine}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            make_so(kernel.asm["llir"], metadata, options)
-        if metadata["spine_codegen"] != f"cpu={cpu}":
-            fallbacks.append(f"{name}: {metadata['spine_codegen']}")
+            build_from_linalg(kernel.asm["linalg"], metadata, options)
+        codegen = KernelFacts.from_metadata(metadata).codegen
+        if codegen != f"cpu={cpu}":
+            fallbacks.append(f"{name}: {codegen}")
     return len(compiled), fallbacks
 
 

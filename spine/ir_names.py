@@ -22,3 +22,15 @@ PREFETCH_ATTRIBUTE = "spine.prefetch_next_program"
 # twin that writes into a view of a larger matrix instead, for a whole tile stored straight into its
 # destination (compiler/products_into_destination.py).
 STRIDED_TWIN = "spine.strided_twin"
+
+# The uniform entry point every kernel library exports (compiler/entry.py builds it; the grid runtime, the
+# kernel server and the LLVM rewrites find it by this name).
+ENTRY_SYMBOL = "spine_entry"
+
+# The streaming-stores flag the entry point sets and the streaming rewrite reads (compiler/streaming_stores.py):
+# one per kernel, named after it, so that an ahead-of-time library of several kernels has one each.
+STREAMING_FLAG_PREFIX = "spine_streaming_stores."
+
+
+def streaming_flag_symbol(kernel: str) -> str:
+    return STREAMING_FLAG_PREFIX + kernel

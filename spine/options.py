@@ -32,6 +32,8 @@ class CPUOptions:
     cpu: str = ""
     features: str = ""
     dump_path: str = ""
+    # every pass's output, under this directory (compiler/passes.py)
+    dump_passes: str = ""
     # proton scopes in kernels become profile records (instrumentation on, TRITON_DISABLE_PROTON unset)
     proton_scopes: bool = False
     # x86: launches whose programs store at least this many MiB stream their stores (0: never)
@@ -53,5 +55,6 @@ class CPUOptions:
 def environment_switches() -> dict:
     """The options that environment switches set (see switches.py); they change what a compile produces."""
     from . import switches
-    return {"dump_path": switches.DUMP_PATH.get(), "proton_scopes": switches.proton_scopes(),
+    return {"dump_path": switches.DUMP_PATH.get(), "dump_passes": switches.DUMP_PASSES.get(),
+            "proton_scopes": switches.proton_scopes(),
             "streaming_stores_mb": switches.STREAMING_STORES_MB.get()}

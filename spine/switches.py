@@ -86,6 +86,9 @@ RISCV_FEATURES = Switch("SPINE_RISCV_FEATURES", str, "+64bit,+m,+a,+f,+d,+c,+v,+
                         "LLVM features for riscv64 (default RV64GC + V + Zfh/Zvfh + Zba/Zbb/Zbs)", compile_key=True)
 DUMP_PATH = Switch("SPINE_TRITON_DUMP_PATH", str, "", "write every stage (`.ttir .linalg .llir .s .o .so`) "
                    "here, named by kernel", compile_key=True)
+DUMP_PASSES = Switch("SPINE_DUMP_PASSES", str, "", "write the module after every pass of the `llir` stage here "
+                     "(`<kernel>.<NN>-<pass>.mlir` and `.ll`), with `<kernel>.passes.txt`, what each pass did",
+                     compile_key=True)
 KERNEL_CAPTURE = Switch("PROTON_KERNEL_CAPTURE", _flag, False, "record every kernel launch (kernel, grid, time, "
                         "and the scopes of instrumented kernels) and write them when the process exits, to "
                         "`PROTON_OUTPUT` or as a table on stdout")
@@ -116,15 +119,19 @@ REMOTE = Switch("SPINE_REMOTE", str, None, "a command that opens a POSIX shell o
 REMOTE_RUNNER = Switch("SPINE_REMOTE_RUNNER", str, None, "a command prefix the board's shell runs the kernel "
                        "server with, for a remote that cannot run riscv64 code itself (the tests: a local "
                        "shell and `qemu-riscv64 ...`)")
+SERVER_KERNEL_SLOTS = Switch("SPINE_SERVER_KERNEL_SLOTS", _positive_int, 4096, "how many kernels one kernel server "
+                             "(QEMU or a board) keeps loaded, at most 4096; past it the server is replaced and "
+                             "kernels load again (read by the server itself; smaller for tests)")
 ARENA_MB = Switch("SPINE_ARENA_MB", _positive_int, 64, "initial size of the QEMU shared arena (grows on demand)")
 COMPILE_TIMEOUT = Switch("SPINE_COMPILE_TIMEOUT", _seconds, 600.0, "seconds one compile stage may take in the "
                          "compile worker before it is stopped (0 or `inf`: never)")
 CACHE_DIR = Switch("SPINE_CACHE_DIR", str, None, "Spine's own cache (runtime builds, loaded kernels); default "
-                   "`spine/` under triton's cache directory")
+                   "`spine/` under triton's cache directory. Cache directories must be the user's own and "
+                   "not writable by others: Spine refuses any other")
 
-ALL = (TARGET, HOST_CPU, HOST_FEATURES, RISCV_CPU, RISCV_FEATURES, DUMP_PATH, KERNEL_CAPTURE, PROTON_OUTPUT,
+ALL = (TARGET, HOST_CPU, HOST_FEATURES, RISCV_CPU, RISCV_FEATURES, DUMP_PATH, DUMP_PASSES, KERNEL_CAPTURE, PROTON_OUTPUT,
        PROTON_VERBOSE, DISABLE_PROTON, STREAMING_STORES_MB, NUM_THREADS, GRID_SPIN_US, QEMU, QEMU_CPU, QEMU_TRACE, KERNEL_TIMEOUT,
-       ARENA_MB, COMPILE_TIMEOUT, CACHE_DIR, REMOTE, REMOTE_RUNNER)
+       ARENA_MB, SERVER_KERNEL_SLOTS, COMPILE_TIMEOUT, CACHE_DIR, REMOTE, REMOTE_RUNNER)
 
 
 def instrumentation_on() -> bool:

@@ -84,6 +84,7 @@ _OTHER_VALUES = {
     "SPINE_RISCV_CPU": ("sifive-x280", "riscv64"),
     "SPINE_RISCV_FEATURES": ("+64bit,+m,+a,+f,+d,+c,+v", "riscv64"),
     "SPINE_TRITON_DUMP_PATH": ("/tmp/spine-dump", None),
+    "SPINE_DUMP_PASSES": ("/tmp/spine-passes", None),
     "TRITON_DISABLE_PROTON": ("1", None),
     "SPINE_STREAMING_STORES_MB": ("0", "host"),
 }

@@ -1,6 +1,6 @@
 """Compiling one kernel for one signature, through Spine's ordinary pipeline (and its compile cache), into
-the kernel's object file: the `spine_entry` entry point with everything else internal, ready to be linked
-into a library with the grid runtime."""
+the kernel's object file, the compile's `obj` stage: the `spine_entry` entry point with everything else
+internal, ready to be linked into a library with the grid runtime."""
 from __future__ import annotations
 
 import importlib.util
@@ -60,15 +60,15 @@ def triton_compile(kernel, sig: KernelSignature, target: str = "riscv64"):
 
 
 def compile_object(kernel, signature: str, constexprs: list[str], target: str = "riscv64") -> CompiledObject:
-    from ..compiler.entry import entry_module_ir
-    from ..compiler.pipeline import codegen_with_fallbacks
+    """The kernel's `obj` artifact from the one compile triton ran (and cached)."""
+    from ..compiler.pipeline import object_bytes
+    from ..kernel_facts import KernelFacts
 
     sig = kernel_signature(kernel, signature, constexprs)
     compiled, options = triton_compile(kernel, sig, target)
     meta = compiled.metadata
-    if meta.spine_bounds_checked:
+    facts = KernelFacts.from_metadata(meta)
+    if facts.bounds_checked:
         raise ValueError("ahead-of-time kernels are compiled without bounds checks (debug)")
-    entry = entry_module_ir(meta.name, meta.spine_arg_kinds, meta.spine_argument_views, options.triple)
-    (obj, _), config = codegen_with_fallbacks(meta.name, compiled.asm["llir"], entry, options)
-    return CompiledObject(meta.name, sig, meta.arch, options.triple, config.cpu, options.features,
-                          config.describe(), tuple(meta.spine_written_args), obj)
+    return CompiledObject(meta.name, sig, meta.arch, options.triple, facts.codegen_cpu, options.features,
+                          facts.codegen, facts.written_args, object_bytes(compiled.asm["obj"]))

@@ -1,9 +1,14 @@
 """CPUBackend: the stage list below is the table of contents of the compiler.
 
-    ttir    triton's passes                      (compiler/ttir.py)
-    linalg  TTIR → linalg/tensor/memref          (to_linalg/)
-    llir    upstream MLIR lowering → LLVM IR     (compiler/lower.py)
-    so      LLVM codegen + link                  (compiler/codegen.py, compiler/link.py)
+    ttir    triton's passes, exported as generic MLIR        (compiler/ttir.py, compiler/export.py)
+    linalg  TTIR → linalg/tensor/memref                      (to_linalg/)
+    llir    the MLIR passes down to LLVM IR, then the LLVM   (compiler/lower.py LLIR_PIPELINE,
+            passes: Spine's rewrites and LLVM's O3            compiler/codegen.py LLVM_PIPELINE)
+    obj     the target's machine code                        (compiler/codegen.py emit)
+    so      the uniform entry point's library, linked        (compiler/entry.py, compiler/link.py)
+
+Each stage's artifact is kept in triton's cache (`compiled.asm[stage]`) and written by
+SPINE_TRITON_DUMP_PATH; SPINE_DUMP_PASSES writes the module after every pass of `llir`.
 """
 from __future__ import annotations
 
@@ -93,8 +98,9 @@ class CPUBackend(BaseBackend):
         proton.load_dialects(ctx)
 
     def add_stages(self, stages, options, language=None):
-        from .pipeline import make_linalg, make_llir, make_so, make_ttir
+        from .pipeline import make_linalg, make_llir, make_obj, make_so, make_ttir
         stages["ttir"] = lambda src, metadata: _mark_proton_scopes(make_ttir(src, metadata, options), options)
         stages["linalg"] = lambda src, metadata: make_linalg(src, metadata, options)
         stages["llir"] = lambda src, metadata: make_llir(src, metadata, options)
+        stages["obj"] = lambda src, metadata: make_obj(src, metadata, options)
         stages["so"] = lambda src, metadata: make_so(src, metadata, options)

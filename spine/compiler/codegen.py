@@ -1,5 +1,13 @@
-"""Stage `obj`: LLVM IR → optimised machine code for the target (llvmlite, LLVM 22, O3 with the loop and
-SLP vectorisers; with +v they emit RVV 1.0 code that is vector-length agnostic)."""
+"""Stage `llir`, its LLVM half, and stage `obj`.
+
+`optimize` runs LLVM_PIPELINE on the LLVM IR the MLIR lowering translated: Spine's LLVM-level rewrites
+and LLVM's own O3 pipeline (llvmlite, LLVM 22, with the loop and SLP vectorisers; with +v they emit RVV
+1.0 code that is vector-length agnostic). The optimised module's text is the `llir` artifact, and the
+object emitted from it (in the same call: see optimize) the `obj` artifact.
+
+Every rewrite goes through llvmlite's API on a parsed module (names, linkage, module linking), except the
+streaming stores' (streaming_stores.py), which edits the optimised module's text: LLVM's C API, which
+llvmlite wraps, has no way to insert instructions. It records in the pass list when it gave up."""
 from __future__ import annotations
 
 import functools
@@ -7,9 +15,13 @@ import threading
 from dataclasses import dataclass
 
 from ..targets import generic_cpu
-from .streaming_stores import FLAG_SYMBOL, with_streaming_stores
+from .passes import Pass, PassRecord, run_pipeline
+from ..ir_names import ENTRY_SYMBOL, STREAMING_FLAG_PREFIX
+from .streaming_stores import with_streaming_stores
 
 _init_lock = threading.Lock()
+RUNTIME_CALL_PREFIX = "__kmpc_"      # the OpenMP runtime ABI the translation of smt.parallel loops calls
+SPINE_RUNTIME_PREFIX = "spine_kmpc_"  # cpp/parallel_loops.c
 
 
 @functools.lru_cache(maxsize=None)
@@ -46,61 +58,205 @@ def _target_machine(triple: str, cpu: str, features: str):
     return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic", codemodel="default")
 
 
-def _internalize_all_but_entry(module) -> None:
-    """Only the entry point is exported. A kernel left visible would be called through the PLT, and a
-    kernel named like a C library function (`div`, `exp`) would then bind to that function instead."""
-    from .entry import ENTRY_SYMBOL
-    for function in module.functions:
+@dataclass
+class LlvmModule:
+    """The module the LLVM passes rewrite (a pass may replace it with a new one)."""
+    ref: object
+
+    def __str__(self) -> str:
+        return str(self.ref)
+
+
+@dataclass
+class LlvmContext:
+    """What the LLVM passes are given besides the module."""
+    entry_ir: str
+    triple: str
+    tm: object
+    pass_builder: object
+    written_args: tuple = ()
+
+
+def _rename_runtime_calls(module: LlvmModule, context: LlvmContext) -> None:
+    """__kmpc_* → spine_kmpc_*: the kernel binds to Spine's runtime, never to an OpenMP library that
+    happens to be loaded in the same process.
+
+        declare void @__kmpc_fork_call(ptr, i32, ptr, ...)   becomes   declare void @spine_kmpc_fork_call(...)"""
+    for function in module.ref.functions:
+        if function.name.startswith(RUNTIME_CALL_PREFIX):
+            function.name = SPINE_RUNTIME_PREFIX + function.name[len(RUNTIME_CALL_PREFIX):]
+
+
+def _calls_openmp_runtime(module: LlvmModule, context: LlvmContext) -> bool:
+    """for smt.parallel loops (calls of the OpenMP runtime)"""
+    return any(f.name.startswith(RUNTIME_CALL_PREFIX) for f in module.ref.functions)
+
+
+# LLVM keeps a bf16 value that lives in a register across a loop (a phi, a select) as an f32 and narrows
+# it with a call to __truncsfbf2 when the target has no bf16 instructions (RISC-V without Zfbfmin), and
+# atomic bf16 adds expand to such calls too; the compiler-rt linked into kernels has no bf16 helpers. The
+# kernel defines its own: round to nearest even on the bits, NaN kept quiet (weak, so a library's wins; kept
+# through LLVM's dead-code removal, which runs before codegen introduces the calls).
+BF16_TRUNCATION = """
+@llvm.compiler.used = appending global [1 x ptr] [ptr @__truncsfbf2], section "llvm.metadata"
+define weak hidden bfloat @__truncsfbf2(float %x) {
+  %bits = bitcast float %x to i32
+  %lsb = lshr i32 %bits, 16
+  %odd = and i32 %lsb, 1
+  %bias = add i32 %odd, 32767
+  %rounded = add i32 %bits, %bias
+  %high = lshr i32 %rounded, 16
+  %quiet = or i32 %lsb, 64
+  %nan = fcmp uno float %x, %x
+  %chosen = select i1 %nan, i32 %quiet, i32 %high
+  %half = trunc i32 %chosen to i16
+  %result = bitcast i16 %half to bfloat
+  ret bfloat %result
+}
+"""
+
+
+def _uses_bfloat(module: LlvmModule, context: LlvmContext) -> bool:
+    """for modules with bfloat values and no __truncsfbf2 of their own"""
+    functions = list(module.ref.functions)
+    if any(f.name == "__truncsfbf2" and not f.is_declaration for f in functions):
+        return False
+    for function in functions:
+        if "bfloat" in str(function.global_value_type):
+            return True
+        for block in function.blocks:
+            for instruction in block.instructions:
+                if "bfloat" in str(instruction.type) or any("bfloat" in str(o.type) for o in instruction.operands):
+                    return True
+    return False
+
+
+def _define_bf16_truncation(module: LlvmModule, context: LlvmContext) -> None:
+    """Links in BF16_TRUNCATION, a module of its own: `declare bfloat @__truncsfbf2(float)` (or none)
+    becomes its weak definition."""
+    llvm = _llvm()
+    helper = llvm.parse_assembly(BF16_TRUNCATION)
+    helper.triple = module.ref.triple
+    helper.data_layout = module.ref.data_layout
+    module.ref.link_in(helper)
+
+
+def _link_entry(module: LlvmModule, context: LlvmContext) -> None:
+    """Links in the uniform entry point (entry.py), and internalizes all but it: a kernel left visible
+    would be called through the PLT, and a kernel named like a C library function (`div`, `exp`) would then
+    bind to that function instead.
+
+        define void @k(...)                 becomes   define internal void @k(...)
+                                                      define void @spine_entry(ptr %args, i32 ...) { call @k }"""
+    llvm = _llvm()
+    entry = llvm.parse_assembly(context.entry_ir)
+    entry.data_layout = module.ref.data_layout
+    module.ref.link_in(entry)
+    for function in module.ref.functions:
         if not function.is_declaration and function.name != ENTRY_SYMBOL:
             function.linkage = "internal"
+    module.ref.verify()
 
 
-def optimize_and_emit(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str,
-                      want_assembly: bool = False, loop_vectorize: bool = True, written_args: tuple = ()):
-    """Returns (object bytes, assembly text or None). `written_args`: the runtime arguments the kernel
-    stores through, whose stores may stream when the entry point has the flag for it."""
+def _o3(module: LlvmModule, context: LlvmContext) -> None:
+    """LLVM's default O3 pipeline, tuned for the target machine (its pass builder carries the vectorisers'
+    settings)."""
+    pm = context.pass_builder.getModulePassManager()
+    pm.run(module.ref, context.pass_builder)
+
+
+def _streaming_flag(module: LlvmModule) -> str | None:
+    return next((g.name for g in module.ref.global_variables if g.name.startswith(STREAMING_FLAG_PREFIX)), None)
+
+
+def _has_streaming_flag(module: LlvmModule, context: LlvmContext) -> bool:
+    """for x86 kernels whose entry point sets the streaming-stores flag"""
+    return _streaming_flag(module) is not None
+
+
+def _streaming_stores(module: LlvmModule, context: LlvmContext):
+    """Whole-vector stores through written arguments become non-temporal where the flag and the address
+    allow (streaming_stores.py). Returns what it gave up on, if anything."""
+    text = str(module.ref)
+    rewritten = with_streaming_stores(text, context.written_args, _streaming_flag(module))
+    if rewritten == text:
+        return None
+    llvm = _llvm()
+    try:
+        rewritten_module = llvm.parse_assembly(rewritten)
+        rewritten_module.verify()
+    except RuntimeError as err:
+        # An instruction shape the text rewrite misread must cost the kernel its streaming stores, never
+        # its compile.
+        return f"gave up: the rewritten module did not parse ({str(err).splitlines()[0] if str(err) else err})"
+    pm = llvm.create_new_module_pass_manager()
+    pm.add_always_inliner_pass()
+    pm.run(rewritten_module, context.pass_builder)
+    module.ref = rewritten_module
+    return None
+
+
+# The llir stage's LLVM half, after the MLIR lowering's translation.
+LLVM_PIPELINE = (
+    Pass("rename-runtime-calls", "__kmpc_* calls bind to Spine's runtime (spine_kmpc_*)", _rename_runtime_calls,
+         _calls_openmp_runtime),
+    Pass("define-bf16-truncation", "the kernel's own __truncsfbf2 (compiler-rt has none)", _define_bf16_truncation,
+         _uses_bfloat),
+    Pass("link-entry", "the uniform entry point linked in, everything else internal (entry.py)", _link_entry),
+    Pass("o3", "LLVM's O3 pipeline, vectorisers included", _o3),
+    Pass("streaming-stores", "non-temporal stores for launches that write more than the caches keep "
+         "(streaming_stores.py)", _streaming_stores, _has_streaming_flag),
+)
+
+
+@dataclass(frozen=True)
+class Optimized:
+    """The llir stage's LLVM half: the optimised module's text, what each pass did, and the machine code
+    emitted from that module (see optimize)."""
+    text: str
+    record: PassRecord
+    obj: bytes
+    asm: str | None
+
+
+def optimize(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str, loop_vectorize: bool = True,
+             written_args: tuple = (), want_assembly: bool = False, dump=None) -> Optimized:
+    """LLVM_PIPELINE on `llvm_ir`, and the object emitted from the result. `written_args`: the runtime
+    arguments the kernel stores through, whose stores may stream when the entry point has the flag for it.
+
+    Why emit here and not from the text in the obj stage: LLVM's code generation depends on the order of
+    each value's use list, which the optimised module has in memory and neither its text nor its bitcode
+    keeps (the same IR parsed again allocates other registers: a kernel's instruction count would move).
+    So the object is emitted from the very module O3 produced; `emit` remains for an optimised module that
+    only exists as text."""
     llvm = _llvm()
     tm = _target_machine(triple, cpu, features)
     module = llvm.parse_assembly(llvm_ir)
     module.triple = triple
     module.data_layout = str(tm.target_data)
-    entry = llvm.parse_assembly(entry_ir)
-    entry.data_layout = str(tm.target_data)
-    module.link_in(entry)
-    _internalize_all_but_entry(module)
-    module.verify()
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = loop_vectorize
     pto.slp_vectorization = True
-    pb = llvm.create_pass_builder(tm, pto)
-    pm = pb.getModulePassManager()
-    pm.run(module, pb)
-    if _has_global(module, FLAG_SYMBOL):
-        module = _with_streaming_stores(module, written_args, tm, pb)
+    context = LlvmContext(entry_ir, triple, tm, llvm.create_pass_builder(tm, pto), tuple(written_args))
+    holder = LlvmModule(module)
+    record = run_pipeline(holder, LLVM_PIPELINE, context, dump)
+    obj = tm.emit_object(holder.ref)
+    asm = tm.emit_assembly(holder.ref) if want_assembly else None
+    return Optimized(str(holder.ref), record, obj, asm)
+
+
+def emit(optimized_ir: str, triple: str, cpu: str, features: str, want_assembly: bool = False):
+    """(object bytes, assembly text or None) of an optimised module given as text."""
+    llvm = _llvm()
+    tm = _target_machine(triple, cpu, features)
+    module = llvm.parse_assembly(optimized_ir)
     obj = tm.emit_object(module)
     asm = tm.emit_assembly(module) if want_assembly else None
     return obj, asm
 
 
-def _has_global(module, name: str) -> bool:
-    return any(g.name == name for g in module.global_variables)
-
-
-def _with_streaming_stores(module, written_args: tuple, tm, pb):
-    text = str(module)
-    rewritten = with_streaming_stores(text, written_args)
-    if rewritten == text:
-        return module
-    llvm = _llvm()
-    try:
-        rewritten_module = llvm.parse_assembly(rewritten)
-        rewritten_module.verify()
-    except RuntimeError:
-        # The rewrite works on IR text (streaming_stores.py): an instruction shape it misread must cost
-        # the kernel its streaming stores, never its compile.
-        return module
-    module = rewritten_module
-    pm = llvm.create_new_module_pass_manager()
-    pm.add_always_inliner_pass()
-    pm.run(module, pb)
-    return module
+def optimize_and_emit(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str,
+                      want_assembly: bool = False, loop_vectorize: bool = True, written_args: tuple = ()):
+    """(object bytes, assembly text or None) of `llvm_ir` (tests and tools that want a module's code)."""
+    result = optimize(llvm_ir, entry_ir, triple, cpu, features, loop_vectorize, written_args, want_assembly)
+    return result.obj, result.asm

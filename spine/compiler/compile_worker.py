@@ -62,16 +62,28 @@ def _run_linalg(generic_ttir: str, direct_loads: bool, bounds_check: bool):
     return convert_ttir(generic_ttir, direct_loads=direct_loads, bounds_check=bounds_check)
 
 
-def _run_llir(linalg_text: str, choices):
-    from .lower import lower
-    return lower(linalg_text, choices)
+def _run_lower(linalg_text: str, choices, dump_dir: str = "", kernel: str = ""):
+    from .lower import lower_with_record
+    from .passes import directory_dump
+    dump = directory_dump(dump_dir, kernel, ".mlir") if dump_dir else None
+    return lower_with_record(linalg_text, choices, dump)
 
 
-def _run_obj(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str, want_assembly: bool,
-             loop_vectorize: bool, written_args: tuple = ()):
-    from .codegen import optimize_and_emit
-    return optimize_and_emit(llvm_ir, entry_ir, triple, cpu, features, want_assembly, loop_vectorize,
-                             written_args)
+def _run_optimize(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str, loop_vectorize: bool,
+                  written_args: tuple = (), want_assembly: bool = False, dump_dir: str = "", kernel: str = ""):
+    from .codegen import optimize
+    from .passes import directory_dump
+    dump = None
+    if dump_dir:   # the LLVM passes' dumps: <kernel>.llvm.<NN>-<pass>.ll, and the module they start from
+        from ..cache import atomic_write_bytes
+        atomic_write_bytes(os.path.join(dump_dir, f"{kernel}.llvm.input.ll"), llvm_ir.encode())
+        dump = directory_dump(dump_dir, f"{kernel}.llvm", ".ll")
+    return optimize(llvm_ir, entry_ir, triple, cpu, features, loop_vectorize, written_args, want_assembly, dump)
+
+
+def _run_obj(optimized_ir: str, triple: str, cpu: str, features: str, want_assembly: bool):
+    from .codegen import emit
+    return emit(optimized_ir, triple, cpu, features, want_assembly)
 
 
 def _run_selftest(action: str):
@@ -89,7 +101,8 @@ def _run_selftest(action: str):
     return os.getpid()
 
 
-STAGES = {"linalg": _run_linalg, "llir": _run_llir, "obj": _run_obj, "selftest": _run_selftest}
+STAGES = {"linalg": _run_linalg, "lower": _run_lower, "optimize": _run_optimize, "obj": _run_obj,
+          "selftest": _run_selftest}
 
 
 def _read_message(stream):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from llvmlite import ir as llir
 
-ENTRY_SYMBOL = "spine_entry"
+from ..ir_names import ENTRY_SYMBOL, streaming_flag_symbol
 _SCALARS = {"i1": llir.IntType(1), "i8": llir.IntType(8), "i16": llir.IntType(16), "i32": llir.IntType(32),
             "i64": llir.IntType(64), "f16": llir.HalfType(), "bf16": llir.IntType(16), "f32": llir.FloatType(),
             "f64": llir.DoubleType()}
@@ -38,7 +38,7 @@ def entry_module_ir(kernel_name: str, arg_kinds, argument_views, triple: str, st
     builder = llir.IRBuilder(entry.append_basic_block("entry"))
     args_array, *grid = entry.args
     if streaming_programs:
-        _set_streaming_flag(module, entry, builder, grid[3:], streaming_programs)
+        _set_streaming_flag(module, kernel_name, entry, builder, grid[3:], streaming_programs)
     slots = [builder.load(builder.gep(args_array, [llir.Constant(i64, i)], source_etype=ptr), typ=ptr)
              for i in range(len(arg_kinds))]
 
@@ -58,13 +58,12 @@ def entry_module_ir(kernel_name: str, arg_kinds, argument_views, triple: str, st
     return str(module)
 
 
-def _set_streaming_flag(module, entry, builder, counts, streaming_programs: int) -> None:
+def _set_streaming_flag(module, kernel_name: str, entry, builder, counts, streaming_programs: int) -> None:
     """Sets the flag to whether the launch has at least `streaming_programs` programs, leaving `builder` in a
     new block after it. Written only when it changes: every program of the grid runs this, on every thread,
     and a store each time would bounce the flag's cache line between cores."""
-    from .streaming_stores import FLAG_SYMBOL
     i8, i64 = llir.IntType(8), llir.IntType(64)
-    flag = llir.GlobalVariable(module, i8, name=FLAG_SYMBOL)
+    flag = llir.GlobalVariable(module, i8, name=streaming_flag_symbol(kernel_name))
     flag.storage_class = "hidden"   # one flag per kernel library, never bound to another's
     flag.initializer = llir.Constant(i8, 0)
     programs = llir.Constant(i64, 1)

@@ -1,7 +1,11 @@
-"""Stage `llir`: upstream MLIR passes from linalg on tensors down to the LLVM dialect, then LLVM IR.
+"""Stage `llir`, its MLIR half: the passes of LLIR_PIPELINE (below) from linalg on tensors down to the
+LLVM dialect, then LLVM IR.
 
 Loops come out scalar here; LLVM's loop vectoriser turns them into RVV (or AVX) code in codegen.py.
-The MLIR → LLVM IR translation has no Python API, so we call the C API through ctypes."""
+The MLIR → LLVM IR translation has no Python API, so we call the C API through ctypes.
+
+    python -m spine.compiler.lower list                 the passes, in order
+    python -m spine.compiler.lower run NAME [FILE]      one pass on an MLIR module's text"""
 from __future__ import annotations
 
 import ctypes
@@ -9,16 +13,19 @@ import functools
 import os
 from dataclasses import dataclass
 
-from ..errors import SpineCompilationError, describe_location
-from ..targets import STACK_TILE_BYTES
+from typing import Callable
+
+from ..ir_walk import collect_ops
 from .atomic_expansion import expand_compare_and_swap
+from .buffer_placement import copies_to_linalg, small_tiles_on_stack
 from .edge_tile_reads import mark_edge_tiles, read_edge_tiles_in_place
-from ..ir_walk import collect_ops, defining_op, offsets_sizes_strides
 from .loop_fusion import fuse_adjacent_loops
 from .loop_splitting import split_loops_at_bounds
 from .math_expansion import expand_math
 from .number_reductions import reduce_without_nans
+from .passes import Pass, run_pipeline, run_upstream, upstream
 from .products_into_destination import store_products_in_place
+from .stores_in_place import stores_in_place
 from .window_reads import read_windows_in_place
 from . import parallel_loops
 
@@ -128,255 +135,136 @@ class LoweringChoices:
                    fused_multiply_add=has_fused_multiply_add(triple, cpu, features))
 
 
+def _set_function_attributes(module, choices: LoweringChoices) -> None:
+    """LLVM function attributes on the kernel (`passthrough`): `no-builtins` where copy loops must stay loops,
+    `noinline` with line tables (code inlined into the entry point, which has no debug information, would
+    lose its source lines).
+
+        func.func @k(...)   becomes   func.func @k(...) attributes {passthrough = ["no-builtins"]}"""
+    from mlir import ir
+    passthrough = ((['"no-builtins"'] if choices.inline_copies else [])
+                   + (['"noinline"'] if choices.line_tables else []))
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and not op.is_external:
+            op.attributes["passthrough"] = ir.Attribute.parse(f"[{', '.join(passthrough)}]")
+
+
+def _needs_function_attributes(module, choices) -> bool:
+    """for copy-inlining targets and line tables"""
+    return choices.inline_copies or choices.line_tables
+
+
+def _has_bf16(module, choices) -> bool:
+    """for modules with bf16 values"""
+    from mlir import ir
+    bf16 = ir.BF16Type.get()
+
+    def element(ty):
+        return ty.element_type if isinstance(ty, ir.ShapedType) else ty
+
+    def defines_bf16(op) -> bool:
+        values = list(op.results) + [a for region in op.regions for block in region.blocks for a in block.arguments]
+        return any(element(value.type) == bf16 for value in values)
+    return bool(collect_ops(module, defines_bf16))
+
+
+def _has_op(name: str, doc: str) -> Callable:
+    def present(module, choices) -> bool:
+        return bool(collect_ops(module, lambda op: op.name == name))
+    present.__doc__ = doc
+    return present
+
+
+def _with_line_tables(module, choices) -> bool:
+    """for debug compiles (line tables)"""
+    return choices.line_tables
+
+
+def _to_llvm_dialect(module, choices) -> None:
+    """TO_LLVM; with the OpenMP dialect's conversion where smt.parallel loops became omp ops."""
+    has_openmp = bool(collect_ops(module, lambda op: op.name.startswith("omp.")))
+    run_upstream(module, parallel_loops.with_openmp(TO_LLVM) if has_openmp else TO_LLVM)
+
+
+def _expand_math(module, choices) -> None:
+    expand_math(module, choices.short_chains, choices.ldexp_scaling, choices.fused_multiply_add)
+
+
+def _on_module(rewrite: Callable) -> Callable:
+    """A rewrite that takes only the module, as a pass's rewrite(module, choices)."""
+    def run(module, choices) -> None:
+        rewrite(module)
+    run.__doc__ = rewrite.__doc__
+    return run
+
+
+# The llir stage: linalg on tensors to the LLVM dialect. The order matters where a pass reads what another
+# left: buffers are placed before deallocation is inserted; the reads and stores that go in place need the
+# buffers and copies that bufferization made, before the loops are formed; edge tiles are recognised as
+# branches before the loops and rewritten after; loops are joined before their reductions and bounds are
+# rewritten, and math is expanded in the joined loops.
+LLIR_PIPELINE = (
+    Pass("function-attributes", "LLVM attributes on the kernel: no-builtins, noinline (passthrough)",
+         _set_function_attributes, _needs_function_attributes),
+    Pass("bufferize", "elementwise fusion, then one-shot bufferization", upstream(BUFFERIZE)),
+    Pass("smt-parallel-loops", "smt.parallel loops become scf.parallel (parallel_loops.py)",
+         _on_module(parallel_loops.to_parallel)),
+    Pass("hoist-buffers", "buffers allocated in loops move out of them", upstream(HOIST)),
+    Pass("small-tiles-on-stack", "small top-level allocations become allocas (buffer_placement.py)",
+         _on_module(small_tiles_on_stack)),
+    Pass("deallocate", "deallocation of the remaining heap buffers", upstream(DEALLOCATE)),
+    Pass("expand-compare-and-swap", "atomic compare-and-swap calls become generic atomic RMWs "
+         "(atomic_expansion.py)", _on_module(expand_compare_and_swap)),
+    Pass("copies-to-linalg", "memref.copy becomes linalg.copy (buffer_placement.py)", _on_module(copies_to_linalg)),
+    Pass("stores-in-place", "a masked store's computation writes into the destination's window "
+         "(stores_in_place.py)", _on_module(stores_in_place)),
+    Pass("read-windows-in-place", "read-only arguments are read in place, not copied (window_reads.py)",
+         _on_module(read_windows_in_place)),
+    Pass("products-into-destination", "matrix products accumulate in the destination (products_into_destination.py)",
+         _on_module(store_products_in_place)),
+    Pass("mark-edge-tiles", "the branches that copy an edge tile are marked (edge_tile_reads.py)",
+         _on_module(mark_edge_tiles)),
+    Pass("to-loops", "linalg to loops; math ops upstream expands", upstream(TO_LOOPS)),
+    Pass("read-edge-tiles-in-place", "reads of marked edge tiles go to the argument or the fill value "
+         "(edge_tile_reads.py)", _on_module(read_edge_tiles_in_place)),
+    Pass("fuse-adjacent-loops", "a loop reading what the loop before it wrote joins it (loop_fusion.py)",
+         _on_module(fuse_adjacent_loops)),
+    Pass("reduce-without-nans", "max/min reductions counting NaNs, the exact loop only for them "
+         "(number_reductions.py)", _on_module(reduce_without_nans)),
+    Pass("split-loops-at-bounds", "loops split where a comparison with their index changes "
+         "(loop_splitting.py)", _on_module(split_loops_at_bounds)),
+    Pass("expand-math", "f32 exp, log, erf, tanh, sin, cos, pow as polynomials (math_expansion.py)", _expand_math),
+    Pass("bf16-as-integers", "bf16 arithmetic in f32, conversions as integer ops", upstream(BF16_TO_INTEGER_OPS),
+         _has_bf16),
+    Pass("scf-to-openmp", "scf.parallel loops become OpenMP dialect loops", upstream(parallel_loops.TO_OPENMP),
+         _has_op("scf.parallel", "for smt.parallel loops")),
+    Pass("inline-alloca-scopes", "the OpenMP loops' alloca scopes become stack save/restore (parallel_loops.py)",
+         _on_module(parallel_loops.inline_alloca_scopes), _has_op("memref.alloca_scope", "for alloca scopes")),
+    Pass("to-llvm-dialect", f"to the LLVM dialect: {TO_LLVM} (with convert-openmp-to-llvm for OpenMP loops)",
+         _to_llvm_dialect),
+    Pass("line-tables", "DWARF line tables from the source locations", upstream(LINE_TABLES), _with_line_tables),
+)
+
+
 def lower(linalg_text: str, choices: LoweringChoices = LoweringChoices()) -> str:
+    """The module's LLVM IR after LLIR_PIPELINE."""
+    return lower_with_record(linalg_text, choices)[0]
+
+
+def lower_with_record(linalg_text: str, choices: LoweringChoices, dump: Callable | None = None):
+    """(the module's LLVM IR after LLIR_PIPELINE, what each pass did); `dump` as run_pipeline takes it."""
     from mlir import ir
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(linalg_text)
-        # Line tables: the kernel stays a function of its own, since code inlined into the entry point
-        # (which has no debug information) would lose its source lines.
-        passthrough = ((['"no-builtins"'] if choices.inline_copies else [])
-                       + (['"noinline"'] if choices.line_tables else []))
-        if passthrough:
-            for op in module.body.operations:
-                if op.operation.name == "func.func" and not op.is_external:
-                    op.attributes["passthrough"] = ir.Attribute.parse(f"[{', '.join(passthrough)}]")
-        _run(module, BUFFERIZE)
-        parallel = parallel_loops.to_parallel(module)
-        _run(module, HOIST)
-        _small_tiles_on_stack(module)
-        _run(module, DEALLOCATE)
-        expand_compare_and_swap(module)
-        _copies_to_linalg(module)
-        _stores_in_place(module)
-        read_windows_in_place(module)   # the windows _stores_in_place's computations read
-        store_products_in_place(module)
-        mark_edge_tiles(module)
-        _run(module, TO_LOOPS)
-        read_edge_tiles_in_place(module)
-        fuse_adjacent_loops(module)
-        reduce_without_nans(module)
-        split_loops_at_bounds(module)
-        expand_math(module, choices.short_chains, choices.ldexp_scaling, choices.fused_multiply_add)
-        if "bf16" in linalg_text:
-            _run(module, BF16_TO_INTEGER_OPS)
-        if parallel:
-            _run(module, parallel_loops.TO_OPENMP)
-            parallel_loops.inline_alloca_scopes(module)
-        _run(module, parallel_loops.with_openmp(TO_LLVM) if parallel else TO_LLVM)
-        if choices.line_tables:
-            _run(module, LINE_TABLES)
-        llvm_ir = to_llvm_ir(module)
-        return with_bf16_truncation(parallel_loops.rename_runtime_calls(llvm_ir) if parallel else llvm_ir)
+        record = run_pipeline(module, LLIR_PIPELINE, choices, dump)
+        return to_llvm_ir(module), record
 
 
-# LLVM keeps a bf16 value that lives in a register across a loop (a phi, a select) as an f32 and narrows
-# it with a call to __truncsfbf2 when the target has no bf16 instructions (RISC-V without Zfbfmin), and
-# atomic bf16 adds expand to such calls too; the compiler-rt linked into kernels has no bf16 helpers. The
-# kernel defines its own: round to nearest even on the bits, NaN kept quiet (weak, so a library's wins; kept
-# through LLVM's dead-code removal, which runs before codegen introduces the calls).
-BF16_TRUNCATION = """
-@llvm.compiler.used = appending global [1 x ptr] [ptr @__truncsfbf2], section "llvm.metadata"
-define weak hidden bfloat @__truncsfbf2(float %x) {
-  %bits = bitcast float %x to i32
-  %lsb = lshr i32 %bits, 16
-  %odd = and i32 %lsb, 1
-  %bias = add i32 %odd, 32767
-  %rounded = add i32 %bits, %bias
-  %high = lshr i32 %rounded, 16
-  %quiet = or i32 %lsb, 64
-  %nan = fcmp uno float %x, %x
-  %chosen = select i1 %nan, i32 %quiet, i32 %high
-  %half = trunc i32 %chosen to i16
-  %result = bitcast i16 %half to bfloat
-  ret bfloat %result
-}
-"""
+def main(argv=None) -> int:
+    from .passes import main as pipeline_main
+    return pipeline_main(LLIR_PIPELINE, LoweringChoices.for_target, argv, prog="python -m spine.compiler.lower")
 
 
-def with_bf16_truncation(llvm_ir: str) -> str:
-    if "bfloat" not in llvm_ir or "@__truncsfbf2(" in llvm_ir or "@llvm.compiler.used" in llvm_ir:
-        return llvm_ir
-    return llvm_ir + BF16_TRUNCATION
-
-
-def _run(module, pipeline: str) -> None:
-    from mlir import ir, passmanager
-    try:
-        passmanager.PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
-    except ir.MLIRError as err:
-        lines = []
-        for diag in err.error_diagnostics:
-            lines.append(f"{describe_location(diag.location)}: {diag.message}")
-            lines += [f"  note: {note.message}" for note in diag.notes]
-        raise SpineCompilationError("MLIR lowering failed:\n" + "\n".join(lines)) from None
-
-
-def _small_tiles_on_stack(module) -> None:
-    """Static allocations of at most STACK_TILE_BYTES in a function's top-level block become allocas: no
-    malloc per program instance. Upstream's promote-buffers-to-stack would also promote allocations inside
-    loops, where every iteration would grow the stack; hoisting already moved the hoistable ones out."""
-    from mlir import ir
-    from mlir.dialects import memref
-
-    def small_top_level_alloc(op) -> bool:
-        if op.name != "memref.alloc" or op.parent.name != "func.func":
-            return False
-        ty = ir.MemRefType(op.results[0].type)
-        width = getattr(ty.element_type, "width", 64)
-        count = 1
-        for n in (ty.shape if ty.has_static_shape else [1 << 62]):
-            count *= n
-        return count * width <= STACK_TILE_BYTES * 8
-    for op in collect_ops(module, small_top_level_alloc):
-        with ir.InsertionPoint(op), op.location:
-            alloca = memref.AllocaOp(op.results[0].type, [], [], alignment=op.attributes["alignment"]
-                                     if "alignment" in op.attributes else None)
-        op.results[0].replace_all_uses_with(alloca.result)
-        op.erase()
-
-
-def _is_bool_memref(ty) -> bool:
-    from mlir import ir
-    elem = ir.MemRefType(ty).element_type
-    return isinstance(elem, ir.IntegerType) and elem.width == 1
-
-
-def _copies_to_linalg(module) -> None:
-    """memref.copy of strided memrefs lowers to a call into MLIR's C runner library (`memrefCopy`); as a
-    linalg.copy it becomes a plain loop and the kernel .so stays self-contained."""
-    from mlir import ir
-    from mlir.dialects import linalg
-
-    def copy(op) -> bool:
-        if op.name in ("memref.alloc", "memref.alloca") and _is_bool_memref(op.results[0].type):
-            # MLIR's memref lowering asserts (aborting the process) on stores to i1 buffers.
-            raise SpineCompilationError(
-                f"unsupported: a boolean tensor kept in memory (at {describe_location(op.location)}); "
-                "convert it to int8 first")
-        return op.name == "memref.copy"
-    for op in collect_ops(module, copy):
-        with ir.InsertionPoint(op), op.location:
-            linalg.copy(op.operands[0], outs=[op.operands[1]])
-        op.erase()
-
-
-def _stores_in_place(module) -> None:
-    """A masked store bufferizes into: compute the tile into a local buffer, then copy its window out.
-
-        linalg.generic ins(%a, %b) outs(%buf)              (writes every element, reads none of %buf)
-        linalg.copy ins(subview %buf[0][%n]) outs(%dest)
-
-    The generic computes just the window instead, straight into the destination, and the copy (a memcpy
-    the size of the tile, a third of a vector add's time) goes:
-
-        linalg.generic ins(subview %a[0][%n], subview %b[0][%n]) outs(%dest)
-
-    Only elementwise generics qualify (all loops parallel, every map a projection of the loops), so each
-    element is computed from inputs at its own index before it is written; and only when nothing reads
-    the buffer afterwards."""
-    for copy in collect_ops(module, lambda op: op.name == "linalg.copy"):
-        match = _tile_written_then_copied(copy)
-        if match is not None:
-            _compute_window_into_destination(copy, *match)
-
-
-def _tile_written_then_copied(copy):
-    """(generic, output index, window sizes) when `copy` copies a window at 0 of a local buffer that an
-    elementwise linalg.generic right before it wrote and nothing reads afterwards; else None."""
-    from mlir import ir
-    window = defining_op(copy.operands[0])
-    if window is None or window.name != "memref.subview":
-        return None
-    buffer = window.operands[0]
-    allocation = defining_op(buffer)
-    if getattr(allocation, "name", None) not in ("memref.alloc", "memref.alloca"):
-        return None
-    if ir.MemRefType(buffer.type).element_type != ir.MemRefType(copy.operands[1].type).element_type:
-        return None
-    if any(v != 0 for v in ir.DenseI64ArrayAttr(window.attributes["static_offsets"])) or \
-            any(v != 1 for v in ir.DenseI64ArrayAttr(window.attributes["static_strides"])):
-        return None
-    sizes = offsets_sizes_strides(window)[1]
-    writer = copy
-    while True:
-        writer = _previous_op(writer)
-        if writer is None:
-            return None
-        if writer != window and any(operand == buffer for operand in writer.operands):
-            break
-    if writer.name != "linalg.generic" or writer.block != allocation.block:
-        return None     # (a buffer defined outside a loop may be read again in the next iteration)
-    generic = writer.opview
-    if "reduction" in str(generic.attributes["iterator_types"]):
-        return None
-    outputs = list(generic.outputs)
-    if outputs != [buffer]:     # another output would be computed over the window only
-        return None
-    index = outputs.index(buffer)
-    body = generic.regions[0].blocks[0]
-    if list(body.arguments[len(generic.inputs) + index].uses):
-        return None
-    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(generic.attributes["indexing_maps"])]
-    if not all(m.is_projected_permutation for m in maps) or \
-            str(maps[len(generic.inputs) + index]) != str(ir.AffineMap.get_identity(len(sizes))):
-        return None
-    for use in buffer.uses:
-        user = _ancestor_in_block(use.owner.operation, writer.block)
-        if user is None or not (user == writer or user == window or user.is_before_in_block(writer)):
-            return None
-    if any(use.owner.operation != copy for use in window.results[0].uses):
-        return None
-    return generic, index, sizes
-
-
-def _ancestor_in_block(op, block):
-    while op is not None and op.block != block:
-        parent = op.parent
-        op = parent.operation if parent is not None and parent.name != "builtin.module" else None
-    return op
-
-
-def _previous_op(op):
-    previous = None
-    for candidate in op.block.operations:
-        if candidate.operation == op:
-            return previous
-        previous = candidate.operation
-    return None
-
-
-def _compute_window_into_destination(copy, generic, index, sizes) -> None:
-    from mlir import ir
-    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(generic.attributes["indexing_maps"])]
-    operands = list(generic.inputs) + list(generic.outputs)
-    output = len(generic.inputs) + index
-    with ir.InsertionPoint(copy), copy.location:
-        windows = []
-        for i, (operand, affine_map) in enumerate(zip(operands, maps)):
-            if i == output:
-                windows.append(copy.operands[1])
-            elif isinstance(operand.type, ir.MemRefType) and len(affine_map.results):
-                dims = [ir.AffineDimExpr(r).position for r in affine_map.results]
-                windows.append(_window(operand, [sizes[d] for d in dims]))
-            else:
-                windows.append(operand)
-        windowed = generic.operation.clone(ip=ir.InsertionPoint(copy))
-        for i, value in enumerate(windows):
-            windowed.operands[i] = value
-    generic.operation.erase()
-    copy.erase()
-
-
-def _window(buffer, sizes):
-    """subview buffer[0, ...][sizes] with unit steps."""
-    from mlir import ir
-    from mlir.dialects import memref
-    ty = ir.MemRefType(buffer.type)
-    strides, offset = ty.get_strides_and_offset()
-    dynamic_size = ir.ShapedType.get_dynamic_size()
-    static = [n if isinstance(n, int) else dynamic_size for n in sizes]
-    result = ir.MemRefType.get(static, ty.element_type, layout=ir.StridedLayoutAttr.get(offset, strides))
-    return memref.SubViewOp(
-        result, buffer, [], [n for n in sizes if not isinstance(n, int)], [],
-        ir.DenseI64ArrayAttr.get([0] * len(sizes)), ir.DenseI64ArrayAttr.get(static),
-        ir.DenseI64ArrayAttr.get([1] * len(sizes))).result
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())

@@ -15,12 +15,11 @@ Tiles the conversion allocates once, in the entry block, for every iteration to 
 edge tiles) move into the loop: each iteration gets its own.
 
 convert-scf-to-openmp then makes it an omp.parallel around an omp.wsloop, whose LLVM translation calls
-the OpenMP runtime ABI; those calls are renamed spine_kmpc_* and implemented by cpp/parallel_loops.c.
+the OpenMP runtime ABI; those calls are renamed spine_kmpc_* (codegen.py's rename-runtime-calls) and
+implemented by cpp/parallel_loops.c.
 A marked loop with loop-carried values stays a sequential loop.
 """
 from __future__ import annotations
-
-import re
 
 from ..ir_names import PARALLEL_LOOP
 from ..ir_walk import collect_ops
@@ -66,12 +65,6 @@ def with_openmp(pipeline: str) -> str:
     passes = pipeline.split(",")
     at = passes.index("convert-to-llvm")
     return ",".join(passes[:at] + [OPENMP_TO_LLVM] + passes[at:])
-
-
-def rename_runtime_calls(llvm_ir: str) -> str:
-    """__kmpc_* → spine_kmpc_*: the kernel binds to Spine's runtime, never to an OpenMP library that
-    happens to be loaded in the same process."""
-    return re.sub(r"@__kmpc_", "@spine_kmpc_", llvm_ir)
 
 
 def _declare_begin(module) -> None:

@@ -10,7 +10,8 @@ more than a cache keeps, and that is known only at launch time. So:
 - the entry point compares the launch's program count with the count that writes SPINE_STREAMING_STORES_MB
   (16 MiB: more than a core's share of the last-level cache on the machines Spine targets, and than all of
   it on most client parts, so the output is gone from the caches before a consumer runs), and keeps the
-  answer in the flag FLAG_SYMBOL (written only when it changes: the grid's threads share it);
+  answer in the kernel's flag (ir_names.streaming_flag_symbol; written only when it changes: the grid's
+  threads share it);
 - after LLVM's O3 pipeline, each whole-vector store whose address derives from an argument the kernel
   writes becomes: if the flag is set and the address is aligned to the vector (or to half of it), a
   non-temporal store of the vector (or of its halves); otherwise the store as it was. Stores into the
@@ -31,9 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .entry import ENTRY_SYMBOL
-
-FLAG_SYMBOL = "spine_streaming_stores"
+from ..ir_names import ENTRY_SYMBOL
 MIN_VECTOR_BYTES = 16    # the narrowest non-temporal vector store (movntps xmm)
 
 _NAME = r"%[-\w.$]+"
@@ -64,9 +63,10 @@ class _Function:
     end: int = 0
 
 
-def with_streaming_stores(llvm_ir: str, written_args: tuple) -> str:
+def with_streaming_stores(llvm_ir: str, written_args: tuple, flag: str) -> str:
     """The O3-optimised module `llvm_ir` with its whole-vector stores through written arguments made
-    streaming where the flag and the address allow. Returns the text unchanged when there are none."""
+    streaming where the flag (the global named `flag`) and the address allow. Returns the text unchanged when
+    there are none."""
     lines = llvm_ir.split("\n")
     functions = _functions(lines)
     if ENTRY_SYMBOL not in functions:
@@ -79,7 +79,7 @@ def with_streaming_stores(llvm_ir: str, written_args: tuple) -> str:
             function.lines[i] = _call_helper(function.lines[i], helpers)
         if changed:
             top = _first_instruction(function.lines)
-            function.lines[top:top] = [f"  %spine.flag = load i8, ptr @{FLAG_SYMBOL}, align 1",
+            function.lines[top:top] = [f'  %spine.flag = load i8, ptr @"{flag}", align 1',
                                        "  %spine.streams = icmp ne i8 %spine.flag, 0"]
             rewritten = True
     if not rewritten:

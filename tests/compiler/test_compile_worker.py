@@ -8,6 +8,7 @@ import triton
 
 from spine.compiler.compile_worker import NativeCrash, StageTimeout, pool
 from spine.errors import SpineCompilationError
+from spine.kernel_facts import KernelFacts
 from tests.cpu_features import host_runs
 from tests.kernels import add_kernel, softmax_kernel
 
@@ -46,7 +47,7 @@ def test_llvm_crash_falls_back_to_a_generic_cpu(fresh_cache, monkeypatch):
 
         @staticmethod
         def run(stage, **kwargs):
-            if stage == "obj" and kwargs["cpu"] == "znver4":
+            if stage == "optimize" and kwargs["cpu"] == "znver4":
                 raise NativeCrash(stage, "killed by SIGABRT\nVPlan cost model and legacy cost model disagreed")
             return real_pool.run(stage, **kwargs)
     monkeypatch.setattr(pipeline, "pool", lambda: ZnverCrashes())
@@ -57,7 +58,7 @@ def test_llvm_crash_falls_back_to_a_generic_cpu(fresh_cache, monkeypatch):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         compiled = softmax_kernel.warmup(out, x, x.stride(0), out.stride(0), 100, BLOCK=128, grid=(17,))
-    assert compiled.metadata.spine_codegen == "cpu=x86-64-v4"
+    assert KernelFacts.from_metadata(compiled.metadata).codegen == "cpu=x86-64-v4"
     assert any("VPlan cost model" in str(w.message) and "x86-64-v4" in str(w.message) for w in caught)
     if host_runs("x86-64-v4"):
         softmax_kernel[(17,)](out, x, x.stride(0), out.stride(0), 100, BLOCK=128)
@@ -74,7 +75,7 @@ def test_a_crash_in_every_configuration_is_a_compilation_error(monkeypatch):
         run = staticmethod(always_crash)
     monkeypatch.setattr(pipeline, "pool", lambda: FakePool())
     options = type("Options", (), {"triple": "x86_64-unknown-linux-gnu", "cpu": "znver4", "features": "",
-                                   "dump_path": ""})()
+                                   "dump_path": "", "dump_passes": ""})()
     with pytest.raises(SpineCompilationError, match=r"(?s)kernel 'k'.*cpu=znver4.*x86-64-v4.*vectoriser off"):
         pipeline.codegen_with_fallbacks("k", "", "", options)
 

@@ -9,10 +9,10 @@ import torch
 import triton
 
 from spine.compiler.export import export_generic
-from spine.compiler.lower import LoweringChoices, lower
 from spine.microkernels import choose
-from spine.compiler.pipeline import make_so
+from spine.compiler.pipeline import build_from_linalg
 from spine.driver import CPUDriver
+from spine.kernel_facts import METADATA_KEY
 from spine.options import CPUOptions
 from spine.switches import RISCV_FEATURES
 from spine.to_linalg import convert_ttir
@@ -94,22 +94,20 @@ def _codegen_for(compiled, cpu: str, features: str, tmp_path) -> None:
     for name, kernel in compiled:
         md = kernel.metadata
         options = dataclasses.replace(CPUOptions(), triple=md.triple, cpu=cpu, features=features)
-        metadata = {"name": md.name, "spine_arg_kinds": md.spine_arg_kinds,
-                    "spine_argument_views": md.spine_argument_views, "spine_written_args": md.spine_written_args,
-                    "spine_stored_bytes_per_program": md.spine_stored_bytes_per_program}
-        so = make_so(_llir_for(kernel, options, tmp_path / name), metadata, options)
+        metadata = {"name": md.name, METADATA_KEY: getattr(md, METADATA_KEY)}
+        so = build_from_linalg(_linalg_for(kernel, options, tmp_path / name), metadata, options)
         assert so[:4] == b"\x7fELF", name
 
 
-def _llir_for(kernel, options, tmp_path) -> str:
+def _linalg_for(kernel, options, tmp_path) -> str:
     wanted = f'spine.microkernel = "{choose(options.triple, options.cpu, options.features).name}"'
     ttir = kernel.asm["ttir"]
     named = re.search(r'spine\.microkernel = "\w+"', ttir)
     if named is None or named.group(0) == wanted:
-        return kernel.asm["llir"]
+        return kernel.asm["linalg"]
     tmp_path.mkdir(parents=True)
     module = parse_ttir(ttir.replace(named.group(0), wanted), tmp_path)
-    return lower(convert_ttir(export_generic(module)).text, LoweringChoices.for_target(options.triple))
+    return convert_ttir(export_generic(module)).text
 
 
 @pytest.mark.parametrize("cpu", X86_CPUS)

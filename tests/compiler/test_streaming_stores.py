@@ -7,13 +7,18 @@ import re
 import pytest
 import torch
 
-from spine.compiler.streaming_stores import FLAG_SYMBOL, streaming_programs, with_streaming_stores
+from spine.kernel_facts import KernelFacts
+
+from spine.compiler.streaming_stores import streaming_programs, with_streaming_stores
+from spine.ir_names import streaming_flag_symbol
 from tests.to_linalg.test_branches_ttir import parse_ttir
+
+FLAG = streaming_flag_symbol("kernel")
 
 # An O3-optimised module as the code generator sees it: the entry point loads each argument's data pointer
 # through args[i] (entry.py), one kernel function stays out of line.
 MODULE = f"""
-@{FLAG_SYMBOL} = hidden global i8 0
+@"{FLAG}" = hidden global i8 0
 
 define internal void @kernel(ptr %out, ptr %scratch, ptr %input) {{
   store <16 x float> zeroinitializer, ptr %out, align 4
@@ -53,7 +58,7 @@ def _helper_calls(text: str) -> list:
 
 
 def test_vector_stores_through_written_arguments_stream_and_nothing_else():
-    rewritten = with_streaming_stores(MODULE, written_args=(1,))
+    rewritten = with_streaming_stores(MODULE, (1,), FLAG)
     # Through argument 1, in the entry (a loop-carried row pointer) and in the kernel (a parameter its
     # one call site passes argument 1 to): the 64- and 32-byte vectors. Not the 8-byte vector or the
     # scalar, not the stack buffer, not argument 0 (read-only here).
@@ -62,7 +67,7 @@ def test_vector_stores_through_written_arguments_stream_and_nothing_else():
     assert "store <16 x float> zeroinitializer, ptr %input, align 4" in rewritten
     assert "store <16 x float> zeroinitializer, ptr %buffer, align 64" in rewritten
     assert "store <2 x float> zeroinitializer, ptr %row, align 4" in rewritten
-    assert rewritten.count("load i8, ptr @spine_streaming_stores") == 2    # once per function
+    assert rewritten.count(f'load i8, ptr @"{FLAG}"') == 2    # once per function
     # The grid runtime fences each thread's share of a launch (cpp/grid.c); programs do not.
     assert _last_before_return(rewritten) == "  call void @kernel(ptr %.19, ptr %buffer, ptr %.18)"
 
@@ -82,7 +87,7 @@ def test_stores_are_fenced_before_every_atomic_write(atomic):
     module = MODULE.replace("  ret void\n}\n\ndefine void @spine_entry",
                             f"  {atomic}\n  ret void\n}}\n\ndefine void @spine_entry")
     assert atomic in module
-    rewritten = with_streaming_stores(module, written_args=(1,))
+    rewritten = with_streaming_stores(module, (1,), FLAG)
     assert f"  call void @llvm.x86.sse.sfence()\n  {atomic}\n" in rewritten
     assert rewritten.count("call void @llvm.x86.sse.sfence()") == 1
 
@@ -91,23 +96,33 @@ def test_an_atomic_read_needs_no_fence():
     module = MODULE.replace("  ret void\n}\n\ndefine void @spine_entry",
                             "  %seen = load atomic i32, ptr %input acquire, align 4\n  ret void\n}\n\n"
                             "define void @spine_entry")
-    assert "call void @llvm.x86.sse.sfence()" not in with_streaming_stores(module, written_args=(1,))
+    assert "call void @llvm.x86.sse.sfence()" not in with_streaming_stores(module, (1,), FLAG)
 
 
-def test_the_rewritten_module_compiles_to_non_temporal_stores_of_vectors_and_halves():
+def _streaming_pass(module_text: str, written_args=(1,)):
+    """The streaming-stores pass of LLVM_PIPELINE on `module_text`: (the module after it, what it said)."""
     from spine.compiler import codegen
     llvm = codegen._llvm()
     tm = codegen._target_machine("x86_64-unknown-linux-gnu", "x86-64-v4", "")
-    module = codegen._with_streaming_stores(llvm.parse_assembly(MODULE), (1,), tm, llvm.create_pass_builder(
-        tm, llvm.create_pipeline_tuning_options(speed_level=3)))
-    assembly = tm.emit_assembly(module)
+    module = codegen.LlvmModule(llvm.parse_assembly(module_text))
+    context = codegen.LlvmContext("", "x86_64-unknown-linux-gnu", tm, llvm.create_pass_builder(
+        tm, llvm.create_pipeline_tuning_options(speed_level=3)), written_args)
+    step = next(p for p in codegen.LLVM_PIPELINE if p.name == "streaming-stores")
+    assert step.when(module, context)
+    return module, step.rewrite(module, context), tm
+
+
+def test_the_rewritten_module_compiles_to_non_temporal_stores_of_vectors_and_halves():
+    module, note, tm = _streaming_pass(MODULE)
+    assert note is None
+    assembly = tm.emit_assembly(module.ref)
     assert re.search(r"vmovntps\s+%zmm", assembly)   # the whole 64-byte vector
     assert re.search(r"vmovntps\s+%ymm", assembly)   # its halves, and the 32-byte vector whole
 
 
 def test_no_written_argument_no_rewrite():
-    assert with_streaming_stores(MODULE, written_args=()) == MODULE
-    assert with_streaming_stores(MODULE.replace("spine_entry", "other"), written_args=(1,)) == MODULE.replace(
+    assert with_streaming_stores(MODULE, (), FLAG) == MODULE
+    assert with_streaming_stores(MODULE.replace("spine_entry", "other"), (1,), FLAG) == MODULE.replace(
         "spine_entry", "other")
 
 
@@ -121,9 +136,9 @@ def test_programs_from_which_a_launch_streams():
 def test_the_entry_point_sets_the_flag_only_when_it_changes():
     from spine.compiler.entry import entry_module_ir
     plain = entry_module_ir("k", ["ptr", "i32"], [], "x86_64-unknown-linux-gnu")
-    assert FLAG_SYMBOL not in plain
+    assert "spine_streaming_stores" not in plain
     flagged = entry_module_ir("k", ["ptr", "i32"], [], "x86_64-unknown-linux-gnu", streaming_programs=4195)
-    assert f'@"{FLAG_SYMBOL}" = hidden global i8 0' in flagged
+    assert f'@"{streaming_flag_symbol("k")}" = hidden global i8 0' in flagged
     assert "icmp uge i64" in flagged and "4195" in flagged
     assert re.search(r"icmp ne i8", flagged)
 
@@ -197,8 +212,11 @@ def test_a_large_row_softmax_streams(streaming_host, cols):
     rows = (2 << 20) // (4 * cols) + 3
     a = torch.randn(rows, cols)
     b = torch.empty_like(a)
-    softmax_kernel[(rows,)](b, a, a.stride(0), b.stride(0), cols, BLOCK=1024)
+    compiled = softmax_kernel[(rows,)](b, a, a.stride(0), b.stride(0), cols, BLOCK=1024)
     torch.testing.assert_close(b, torch.softmax(a, dim=1))
+    if platform.machine() == "x86_64":
+        assert re.search(r"vmovntps|movntps", _assembly(streaming_host, "softmax_kernel"))
+        assert KernelFacts.from_metadata(compiled.metadata).gave_up == ()
 
 
 def test_a_small_launch_of_a_streaming_kernel_stays_correct(streaming_host):
@@ -211,11 +229,46 @@ def test_a_small_launch_of_a_streaming_kernel_stays_correct(streaming_host):
         torch.testing.assert_close(out, x + y, rtol=0, atol=0)
 
 
-def test_a_rewrite_llvm_rejects_leaves_the_module_as_it_was(monkeypatch):
+def test_a_rewrite_llvm_rejects_leaves_the_module_as_it_was_and_says_so(monkeypatch):
     from spine.compiler import codegen
-    llvm = codegen._llvm()
-    tm = codegen._target_machine("x86_64-unknown-linux-gnu", "x86-64-v4", "")
-    module = llvm.parse_assembly(MODULE)
-    monkeypatch.setattr(codegen, "with_streaming_stores", lambda text, written: text + "\nnot llvm ir\n")
-    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
-    assert codegen._with_streaming_stores(module, (1,), tm, pb) is module
+    monkeypatch.setattr(codegen, "with_streaming_stores", lambda text, written, flag: text + "\nnot llvm ir\n")
+    before = codegen._llvm().parse_assembly(MODULE)
+    module, note, _ = _streaming_pass(MODULE)
+    assert note.startswith("gave up: the rewritten module did not parse")
+    assert str(module.ref) == str(before)
+
+
+def test_a_kernel_whose_streaming_rewrite_gave_up_says_so_in_its_facts_and_dumps(monkeypatch, tmp_path):
+    """The outcome reaches the compiled kernel (KernelFacts.gave_up) and SPINE_DUMP_PASSES' pass list."""
+    import triton
+    from spine.compiler import codegen
+    from spine.driver import CPUDriver
+    from tests.kernels import add_kernel
+    if platform.machine() != "x86_64":
+        pytest.skip("streaming stores are x86's")
+    monkeypatch.setenv("SPINE_STREAMING_STORES_MB", "1")
+    monkeypatch.setenv("SPINE_DUMP_PASSES", str(tmp_path))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(codegen, "with_streaming_stores", lambda text, written, flag: text + "\nnot llvm ir\n")
+    from spine.compiler import pipeline
+    monkeypatch.setattr(pipeline, "pool", lambda: _InProcessPool())
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    x = torch.rand(4000)
+    out = torch.empty_like(x)
+    compiled = add_kernel[(4,)](x, x, out, 4000, BLOCK=1024)
+    torch.testing.assert_close(out, 2 * x)
+    gave_up = KernelFacts.from_metadata(compiled.metadata).gave_up
+    assert [name for name, _ in gave_up] == ["streaming-stores"]
+    assert "streaming-stores: gave up" in (tmp_path / "add_kernel.passes.txt").read_text()
+
+
+class _InProcessPool:
+    """Runs compile stages in this process, so that a test can replace a pass's function."""
+
+    def prestart(self):
+        pass
+
+    @staticmethod
+    def run(stage, **kwargs):
+        from spine.compiler.compile_worker import STAGES
+        return STAGES[stage](**kwargs)

@@ -198,6 +198,7 @@ def test_exp_scales_with_vscalef_only_on_avx512(cpu, scaled):
     from spine.compiler.entry import entry_module_ir
     from spine.compiler.lower import LoweringChoices, lower
     from spine.driver import CPUDriver
+    from spine.kernel_facts import KernelFacts
     triton.runtime.driver.set_active(CPUDriver(target="host"))
     x = torch.randn(300)
     _, compiled = run("exp", x)
@@ -206,7 +207,8 @@ def test_exp_scales_with_vscalef_only_on_avx512(cpu, scaled):
     assert choices.ldexp_scaling == scaled
     llir = lower(compiled.asm["linalg"], choices)
     assert ("llvm.ldexp" in llir) == scaled
-    entry = entry_module_ir(md.name, md.spine_arg_kinds, md.spine_argument_views, md.triple)
+    facts = KernelFacts.from_metadata(md)
+    entry = entry_module_ir(md.name, facts.arg_kinds, facts.argument_views, md.triple)
     _, asm = optimize_and_emit(llir, entry, md.triple, cpu, "", want_assembly=True)
     assert ("vscalefps" in asm) == scaled
     assert "ldexp" not in asm
