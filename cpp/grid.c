@@ -9,18 +9,16 @@
  * back-to-back launches find them awake. A launch is published as one atomic word, generation and
  * participant count together, so a worker never mixes up two launches.
  *
- * Under the fault guard a launch that runs longer than SPINE_KERNEL_TIMEOUT, or that Ctrl-C interrupts, is
- * stopped: a watchdog thread interrupts every thread in guarded code (fault_guard.h says where a thread may be
+ * Under the fault guard a launch that runs longer than its timeout (spine_grid_set_timeout_ns: the host
+ * runtime passes SPINE_KERNEL_TIMEOUT, which spine/switches.py reads), or that Ctrl-C interrupts, is stopped: a watchdog thread interrupts every thread in guarded code (fault_guard.h says where a thread may be
  * stopped, and what happens when one will not come back to such a place), and the launch reports it like a
  * fault. A thread stopped where it might have held a lock poisons the runtime: later launches refuse. */
 #define _GNU_SOURCE
 #include "grid.h"
 #include "fault_guard.h"
-#include "profile_buffers.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -28,7 +26,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,7 +62,7 @@ typedef struct {
     _Atomic int faulted;       /* a program faulted (guarded launches); the first fault is kept below */
     spine_fault_t fault;
     int64_t fault_program;
-    int32_t record_programs;   /* profiled launch: each program instance is recorded */
+    const spine_program_hooks_t *hooks;   /* around each program instance, or NULL */
 } launch_t;
 
 /* Whether kernels run under the fault guard (in the user's process) or may take the process down (the
@@ -116,10 +113,10 @@ static void run_chunks(launch_t *l) {
             int32_t x = (int32_t)(id % l->gx);
             int32_t y = (int32_t)((id / l->gx) % l->gy);
             int32_t z = (int32_t)(id / ((int64_t)l->gx * l->gy));
-            if (l->record_programs) {
-                spine_profile_program_begin(x, y, z);
+            if (l->hooks) {
+                l->hooks->begin(x, y, z);
                 l->fn(l->args, x, y, z, l->gx, l->gy, l->gz);
-                spine_profile_program_end();
+                l->hooks->end();
             } else {
                 l->fn(l->args, x, y, z, l->gx, l->gy, l->gz);
             }
@@ -305,67 +302,14 @@ static void start_watchdog(void) {
     if (pthread_create(&t, NULL, watchdog_main, NULL) == 0) pthread_detach(t);
 }
 
-/* From this many seconds on a timeout means none, as for the Python switch (spine/switches.py's
- * _LONGEST_TIMEOUT_S); below it, one too long for int64 ns saturates (at 126 years). */
-#define TIMEOUT_MAX_S 1e10
-#define TIMEOUT_SATURATED_NS 4000000000000000000LL
+/* The guarded launches' timeout in ns (0: none). In the user's own process there is none unless the user
+ * sets one: a native kernel may legitimately run for many minutes (a large product on a slow or busy
+ * machine), and only the user knows how long is too long. Read at every launch, so a change takes effect
+ * at the next. */
+static _Atomic int64_t kernel_timeout_ns;
 
-/* SPINE_KERNEL_TIMEOUT's seconds, read as the Python switch reads it (spine/switches.py: float(), then no
- * NaN, nothing negative): a decimal number or inf, with blanks around. The rest of what float() takes
- * (underscores between digits, nan) is refused, so the two never read different values: 0 and the value,
- * or -1. Decimal point whatever the locale. */
-static int parse_seconds(const char *s, double *seconds) {
-    while (*s == ' ' || (*s >= '\t' && *s <= '\r')) s++;
-    int negative = *s == '-';
-    if (*s == '+' || *s == '-') s++;
-    double value = 0;
-    if (strncasecmp(s, "infinity", 8) == 0 || strncasecmp(s, "inf", 3) == 0) {
-        s += strncasecmp(s, "infinity", 8) == 0 ? 8 : 3;
-        value = INFINITY;
-    } else {
-        int digits = 0, exponent = 0;
-        for (; *s >= '0' && *s <= '9'; s++, digits++) value = value * 10 + (*s - '0');
-        if (*s == '.')
-            for (s++; *s >= '0' && *s <= '9'; s++, digits++, exponent--) value = value * 10 + (*s - '0');
-        if (!digits) return -1;
-        if (*s == 'e' || *s == 'E') {
-            s++;
-            int sign = *s == '-' ? -1 : 1, e = 0, edigits = 0;
-            if (*s == '+' || *s == '-') s++;
-            for (; *s >= '0' && *s <= '9'; s++, edigits++) e = e < 10000 ? e * 10 + (*s - '0') : e;
-            if (!edigits) return -1;
-            exponent += sign * e;
-        }
-        for (; exponent > 0 && value < INFINITY; exponent--) value *= 10;
-        for (; exponent < 0 && value > 0; exponent++) value /= 10;
-    }
-    while (*s == ' ' || (*s >= '\t' && *s <= '\r')) s++;
-    if (*s || (negative && value != 0)) return -1;
-    *seconds = value;
-    return 0;
-}
-
-/* SPINE_KERNEL_TIMEOUT in ns (0: none), or -1 when it is not a valid value. In the user's own process there
- * is none unless it is set: a native kernel may legitimately run for many minutes (a large product on a
- * slow or busy machine), and only the user knows how long is too long. Read at every launch (under the pool
- * lock), so a change takes effect at the next; parsed only when it changed. */
-static int64_t kernel_timeout_ns(void) {
-    static char last_raw[64];
-    static int64_t last_ns;
-    const char *raw = getenv("SPINE_KERNEL_TIMEOUT");
-    if (!raw || !*raw) return 0;
-    if (strcmp(raw, last_raw) == 0) return last_ns;
-    double seconds;
-    int64_t ns = parse_seconds(raw, &seconds) != 0 ? -1
-                 : seconds >= TIMEOUT_MAX_S || seconds == 0 ? 0
-                 : seconds * 1e9 >= (double)TIMEOUT_SATURATED_NS ? TIMEOUT_SATURATED_NS
-                 : (int64_t)(seconds * 1e9);
-    if (ns == 0 && seconds > 0 && seconds < TIMEOUT_MAX_S) ns = 1;   /* a tiny timeout is still one */
-    if (strlen(raw) < sizeof last_raw) {
-        strcpy(last_raw, raw);
-        last_ns = ns;
-    }
-    return ns;
+void spine_grid_set_timeout_ns(int64_t nanoseconds) {
+    atomic_store_explicit(&kernel_timeout_ns, nanoseconds > 0 ? nanoseconds : 0, memory_order_relaxed);
 }
 
 static void arm_watchdog(uint64_t launch, int64_t timeout) {
@@ -387,12 +331,6 @@ static void disarm_watchdog(void) {
     atomic_store_explicit(&watch_deadline, 0, memory_order_release);
 }
 
-/* Why a guarded launch may not run, or 0; the timeout it runs under otherwise. */
-static int refusal(int64_t *timeout) {
-    if (spine_fault_guard_poisoned()) return SPINE_GRID_POISONED;
-    *timeout = kernel_timeout_ns();
-    return *timeout < 0 ? SPINE_GRID_BAD_TIMEOUT : 0;
-}
 
 static void await_helpers(int helpers) {
     int64_t deadline = 0;
@@ -406,27 +344,36 @@ static void await_helpers(int helpers) {
 }
 
 int spine_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads) {
-    return spine_run_grid_ex(fn, args, gx, gy, gz, num_threads, 0);
+    return spine_run_grid_ex(fn, args, gx, gy, gz, num_threads, NULL);
+}
+
+/* The running launch's threads (0: no launch), written under the pool lock before the launch is published
+ * and read by its programs. */
+static _Atomic int launch_threads;
+
+int spine_grid_launch_threads(void) {
+    int threads = atomic_load_explicit(&launch_threads, memory_order_relaxed);
+    return threads > 0 ? threads : spine_num_cores();
 }
 
 int spine_run_grid_ex(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads,
-                      int32_t record_programs) {
+                      const spine_program_hooks_t *hooks) {
     if (gx <= 0 || gy <= 0 || gz <= 0) return 0;
     int64_t total;
     /* The chunk counter runs past the total by up to an eighth of it: keep it clear of overflow too. */
     if (__builtin_mul_overflow((int64_t)gx * gy, (int64_t)gz, &total) || total > INT64_MAX / 2)
         return SPINE_GRID_TOO_LARGE;
-    int threads = num_threads > 0 ? num_threads : spine_num_cores();
-    if (threads > total) threads = (int)total;
+    int requested = num_threads > 0 ? num_threads : spine_num_cores();
+    int threads = requested > total ? (int)total : requested;
 
     pthread_mutex_lock(&pool_lock);
-    int64_t timeout = 0;
-    int refused = guard_faults ? refusal(&timeout) : 0;
-    if (refused) {
+    if (guard_faults && spine_fault_guard_poisoned()) {
         pthread_mutex_unlock(&pool_lock);
-        return refused;
+        return SPINE_GRID_POISONED;
     }
+    atomic_store_explicit(&launch_threads, requested, memory_order_relaxed);
     if (guard_faults) {
+        int64_t timeout = atomic_load_explicit(&kernel_timeout_ns, memory_order_relaxed);
         /* Handlers installed behind our back (by C code: Python's are seen at once, see native.py) are
          * found within a thousand launches; a check costs a few system calls, 2 ns a launch this way. */
         static unsigned launches;
@@ -441,7 +388,7 @@ int spine_run_grid_ex(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, in
     current.args = args;
     current.gx = gx; current.gy = gy; current.gz = gz;
     current.total = total;
-    current.record_programs = record_programs;
+    current.hooks = hooks;
     /* Several chunks per thread balance uneven instances; one id per chunk when the grid is small. */
     current.chunk = total / ((int64_t)(helpers + 1) * 8);
     if (current.chunk < 1) current.chunk = 1;
@@ -466,6 +413,7 @@ int spine_run_grid_ex(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, in
     int faulted = atomic_load(&current.faulted);
     int interrupted = faulted && current.fault.signal == SPINE_FAULT_STOPPED &&
                       (current.fault.flags & SPINE_FAULT_INTERRUPTED);
+    atomic_store_explicit(&launch_threads, 0, memory_order_relaxed);
     pthread_mutex_unlock(&pool_lock);
     return interrupted ? SPINE_GRID_INTERRUPTED : faulted ? SPINE_GRID_FAULTED : 0;
 }

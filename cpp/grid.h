@@ -15,7 +15,6 @@ typedef void (*spine_entry_fn)(void **args, int32_t px, int32_t py, int32_t pz,
 #define SPINE_GRID_FAULTED (-1)       /* a program faulted, or the launch was stopped (spine_grid_take_fault) */
 #define SPINE_GRID_INTERRUPTED (-2)   /* stopped by Ctrl-C (SIGINT); spine_grid_take_fault describes it */
 #define SPINE_GRID_POISONED (-3)      /* refused: an earlier stop may have left locks held */
-#define SPINE_GRID_BAD_TIMEOUT (-5)   /* refused: SPINE_KERNEL_TIMEOUT is not a number of seconds >= 0 */
 /* Always: */
 #define SPINE_GRID_TOO_LARGE (-4)     /* gx*gy*gz is more program instances than a launch can count (2^62) */
 
@@ -23,10 +22,26 @@ typedef void (*spine_entry_fn)(void **args, int32_t px, int32_t py, int32_t pz,
  * the codes above. */
 int spine_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads);
 
-/* As spine_run_grid; with record_programs, each program instance is recorded in the calling thread's
- * profile buffer (profile_buffers.h). */
+/* Called around each program instance of a launch, on the thread that runs it: how a profiled launch
+ * (profile_buffers.h) records programs without the grid knowing about profiles. */
+typedef struct {
+    void (*begin)(int32_t px, int32_t py, int32_t pz);
+    void (*end)(void);
+} spine_program_hooks_t;
+
+/* As spine_run_grid; with hooks (NULL: none), each program instance runs between its begin and end. */
 int spine_run_grid_ex(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads,
-                      int32_t record_programs);
+                      const spine_program_hooks_t *hooks);
+
+/* The threads the launch running now was given (its num_threads, or all cores), before a small grid
+ * leaves some idle: smt.parallel loops (parallel_loops.c) size their teams by it. All cores outside a
+ * launch. */
+int spine_grid_launch_threads(void);
+
+/* How long a guarded launch may run before it is stopped, in nanoseconds (0: no limit, the default; a
+ * negative value reads as 0). The caller validates and converts the user's setting (spine/switches.py's
+ * SPINE_KERNEL_TIMEOUT); it applies from the next launch on. */
+void spine_grid_set_timeout_ns(int64_t nanoseconds);
 
 /* Which thread of the grid this is: 0 for the thread that launches, k for the pool's k-th worker. */
 int spine_grid_thread_index(void);

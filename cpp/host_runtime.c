@@ -7,7 +7,11 @@
 #include <malloc.h>
 #endif
 
-int spine_host_run_grid(void *entry, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads) {
+/* The timeout comes with every launch, from the settings the caller read for it (spine/driver/settings.py):
+ * then no launch can run under a timeout some other launch path left behind. */
+int spine_host_run_grid(void *entry, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads,
+                        int64_t timeout_ns) {
+    spine_grid_set_timeout_ns(timeout_ns);
     return spine_run_grid((spine_entry_fn)entry, args, gx, gy, gz, num_threads);
 }
 

@@ -37,8 +37,8 @@
  *   WRITE payload: u64 arena offset, bytes to copy there (the arena grows as needed, up to MAX_OWN_ARENA)
  *   READ  payload: u64 arena offset, u64 length; response payload: those arena bytes
  *
- * SPINE_SERVER_KERNEL_SLOTS (1 to 4096, default 4096) shrinks the kernel table, so that tests reach a
- * full table with a few kernels. */
+ * `--kernel-slots N` before the other arguments (1 to 4096, default 4096; the host passes its
+ * SPINE_SERVER_KERNEL_SLOTS) shrinks the kernel table, so that tests reach a full table with a few kernels. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <elf.h>
@@ -334,7 +334,6 @@ static const char *decode_arguments(const uint8_t *kinds, const uint8_t *slots, 
 static const char *grid_failure(int rc) {
     switch (rc) {
     case SPINE_GRID_TOO_LARGE: return "the grid has more programs than a launch can count (2^62)";
-    case SPINE_GRID_BAD_TIMEOUT: return "SPINE_KERNEL_TIMEOUT is not a number of seconds >= 0";
     case SPINE_GRID_POISONED: return "an earlier stop may have left locks held: restart the process";
     default: return rc > 0 ? strerror(rc) : "the grid runtime refused the launch";
     }
@@ -521,10 +520,17 @@ static void *watch_stream(void *arg) {
 
 static int serve(void);
 
-static void set_kernel_slots(void) {
-    const char *raw = getenv("SPINE_SERVER_KERNEL_SLOTS");
-    long slots = raw ? strtol(raw, NULL, 10) : 0;
-    if (slots > 0 && slots < MAX_KERNELS) kernel_slots = (uint32_t)slots;
+/* Takes a leading `--kernel-slots N` off the arguments; -1 when N is not a count of 1 to MAX_KERNELS. */
+static int take_kernel_slots(int *argc, char ***argv) {
+    if (*argc < 3 || strcmp((*argv)[1], "--kernel-slots") != 0) return 0;
+    char *end;
+    long slots = strtol((*argv)[2], &end, 10);
+    if (*end || end == (*argv)[2] || slots < 1 || slots > MAX_KERNELS) return -1;
+    kernel_slots = (uint32_t)slots;
+    (*argv)[2] = (*argv)[0];
+    *argv += 2;
+    *argc -= 2;
+    return 0;
 }
 
 static int serve_stream(const char *directory) {
@@ -549,11 +555,13 @@ static int serve_stream(const char *directory) {
 }
 
 int main(int argc, char **argv) {
-    set_kernel_slots();
     signal(SIGPIPE, SIG_IGN);  /* a reply to a host that is gone ends this server quietly (write_full) */
-    if (argc == 3 && strcmp(argv[1], "--stream") == 0) return serve_stream(argv[2]);
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s <arena fd> <arena bytes> <request fd> <reply fd> <lifeline fd>\n", argv[0]);
+    int bad_slots = take_kernel_slots(&argc, &argv);
+    if (!bad_slots && argc == 3 && strcmp(argv[1], "--stream") == 0) return serve_stream(argv[2]);
+    if (bad_slots || argc != 6) {
+        fprintf(stderr, "usage: %s [--kernel-slots 1..%d] <arena fd> <arena bytes> <request fd> <reply fd> "
+                "<lifeline fd>\n   or: %s [--kernel-slots 1..%d] --stream <directory>\n", argv[0], MAX_KERNELS,
+                argv[0], MAX_KERNELS);
         return 2;
     }
     request_fd = atoi(argv[3]);

@@ -11,7 +11,12 @@
  * or `direct_server(arena bytes)`, a kernel server reached through a shared arena and a pair of pipes
  * (QemuKernel): the launch is then one RUN round trip of the kernel server protocol, with the tensors'
  * byte ranges copied into the arena before and the written ones back after, as qemu.py's arena_layout.
- * A launch that did not succeed is handed to `finish`, which raises the Python exception. */
+ * A launch that did not succeed is handed to `finish`, which raises the Python exception.
+ *
+ * The runtime's settings (threads, kernel capture, the host kernel timeout) come from `settings`,
+ * spine/driver/settings.py's runtime_settings, which reads and validates spine/switches.py's variables.
+ * Calling it costs more than the rest of a launch, so its answer is kept while the environment array holds
+ * the same entries (see environment() at the end), and the C runtime reads no variable itself. */
 #include <pybind11/pybind11.h>
 
 #include <cerrno>
@@ -30,7 +35,8 @@ namespace py = pybind11;
 
 namespace {
 
-typedef int (*run_grid_fn)(void *entry, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t threads);
+typedef int (*run_grid_fn)(void *entry, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t threads,
+                           int64_t timeout_ns);
 typedef int (*assert_pending_fn)(void);
 
 /* How a parameter's value becomes its slot. */
@@ -71,23 +77,38 @@ uint16_t bf16_bits(double value) {  /* round to nearest even, as arguments.py's 
     return (uint16_t)(((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF);
 }
 
-/* The number of grid threads SPINE_NUM_THREADS asks for, `fallback` when unset; -1 when the value is not
- * a plain positive integer (the Python launcher then reports it). */
-int32_t requested_threads(int32_t fallback) {
-    const char *raw = std::getenv("SPINE_NUM_THREADS");
-    if (raw == nullptr || *raw == 0) return fallback;
-    char *end;
-    long value = std::strtol(raw, &end, 10);
-    return (*end == 0 && value > 0 && value < (1L << 30)) ? (int32_t)value : -1;
+/* Whether environ holds the same entries as `entries`, a copy taken earlier: setenv, putenv and unsetenv
+ * (os.environ's writes among them) each change an entry's pointer or the array's length. glibc keeps every
+ * string setenv made and hands the same one out for the same NAME=value, so equal pointers are equal
+ * values. */
+bool environment_unchanged(const std::vector<char *> &entries) {
+    size_t n = 0;
+    while (environ[n] != nullptr) n++;
+    return entries.size() == n && std::memcmp(entries.data(), environ, n * sizeof(char *)) == 0;
 }
+
+void copy_environment(std::vector<char *> *entries) {
+    size_t n = 0;
+    while (environ[n] != nullptr) n++;
+    entries->assign(environ, environ + n);
+}
+
+/* runtime_settings()'s answer, and the environment it was read in. */
+struct Settings {
+    std::vector<char *> environment;
+    bool read = false;
+    int32_t threads = 1;
+    bool capture = false;
+    int64_t timeout_ns = 0;
+};
 
 class DirectLauncher {
   public:
     DirectLauncher(py::list params, py::list extents, py::handle tensor_type, py::list sessions, uintptr_t run_grid,
-                   uintptr_t assert_pending, int32_t default_threads, py::object slow, py::object finish)
+                   uintptr_t assert_pending, py::object settings, py::object slow, py::object finish)
         : tensor_type_((PyTypeObject *)tensor_type.ptr()), sessions_(sessions),
           run_grid_((run_grid_fn)run_grid), assert_pending_((assert_pending_fn)assert_pending),
-          default_threads_(default_threads), slow_(slow), finish_(finish) {
+          read_settings_(settings), slow_(slow), finish_(finish) {
         for (py::handle item : params) {
             py::tuple t = py::reinterpret_borrow<py::tuple>(item);
             Param p;
@@ -125,8 +146,8 @@ class DirectLauncher {
         PyObject *const *a = &PyTuple_GET_ITEM(all.ptr(), 0);
         Py_ssize_t n = PyTuple_GET_SIZE(all.ptr());
         if (n < 9 || !no_hook(a[7]) || !no_hook(a[8]) || listening()) return slow(all);
-        const char *capture = std::getenv("PROTON_KERNEL_CAPTURE");
-        if (capture != nullptr && *capture != 0) return slow(all);
+        const Settings &settings = current_settings();  /* raises ValueError for a bad variable */
+        if (settings.capture) return slow(all);
         int32_t grid[3];
         for (int d = 0; d < 3; d++) {
             long g = PyLong_Check(a[d]) ? PyLong_AsLong(a[d]) : -1;
@@ -138,8 +159,7 @@ class DirectLauncher {
         }
         void *entry = entry_of(a[4]);
         if (entry == nullptr) return slow(all);  /* neither way in */
-        int32_t threads = requested_threads(default_threads_);
-        if (threads < 0) return slow(all);
+        int32_t threads = settings.threads;
 
         uint64_t slots[MAX_SLOTS];
         void *pointers[MAX_SLOTS];
@@ -177,7 +197,7 @@ class DirectLauncher {
         int rc;
         {
             py::gil_scoped_release released;
-            rc = run_grid_(entry, pointers, grid[0], grid[1], grid[2], threads);
+            rc = run_grid_(entry, pointers, grid[0], grid[1], grid[2], threads, settings.timeout_ns);
         }
         if (rc != 0 || assert_pending_()) finish_(py::handle(a[4]), rc);
         return py::none();
@@ -188,6 +208,19 @@ class DirectLauncher {
     static inline void *const SERVER = (void *)1;
 
     py::object slow(py::args all) { return slow_(*all); }
+
+    /* The settings for this launch: those last read, unless the environment changed since. */
+    const Settings &current_settings() {
+        if (settings_.read && environment_unchanged(settings_.environment)) return settings_;
+        settings_.read = false;
+        copy_environment(&settings_.environment);
+        py::tuple t = read_settings_();
+        settings_.threads = t[0].cast<int32_t>();
+        settings_.capture = t[1].cast<bool>();
+        settings_.timeout_ns = t[2].cast<int64_t>();
+        settings_.read = true;
+        return settings_;
+    }
 
     struct Span {
         uintptr_t lo, hi, key;
@@ -520,7 +553,8 @@ class DirectLauncher {
     py::list sessions_;
     run_grid_fn run_grid_;
     assert_pending_fn assert_pending_;
-    int32_t default_threads_;
+    py::object read_settings_;
+    Settings settings_;
     py::object slow_, finish_;
     py::object last_function_;
     void *last_entry_ = nullptr;
@@ -531,8 +565,7 @@ class DirectLauncher {
 /* The raw values of environment variables (None when unset), as one tuple: what the driver keys its
  * device index by, read without os.environ's per-variable Python work. triton asks on every launch, and a
  * getenv per name scans the whole environment each time, so the answer is kept while the environment array
- * holds the same entries: setenv, putenv and unsetenv (os.environ's writes among them) each change an
- * entry's pointer or the array's length. */
+ * holds the same entries (environment_unchanged). */
 struct EnvironmentAnswer {
     std::vector<char *> entries;      /* environ's entries when `values` was read */
     PyObject *names = nullptr;        /* strong references, never released: a static py::object would be */
@@ -540,21 +573,8 @@ struct EnvironmentAnswer {
 };
 static EnvironmentAnswer *const last_environment = new EnvironmentAnswer;
 
-static size_t environment_entries() {
-    size_t n = 0;
-    while (environ[n] != nullptr) n++;
-    return n;
-}
-
-static bool environment_unchanged(PyObject *names, size_t n) {
-    const EnvironmentAnswer &last = *last_environment;
-    return last.names == names && last.entries.size() == n &&
-           std::memcmp(last.entries.data(), environ, n * sizeof(char *)) == 0;
-}
-
 py::tuple environment(py::tuple names) {
-    size_t entries = environment_entries();
-    if (environment_unchanged(names.ptr(), entries))
+    if (last_environment->names == names.ptr() && environment_unchanged(last_environment->entries))
         return py::reinterpret_borrow<py::tuple>(last_environment->values);
     Py_ssize_t n = PyTuple_GET_SIZE(names.ptr());
     py::tuple out(n);
@@ -563,7 +583,7 @@ py::tuple environment(py::tuple names) {
         PyObject *item = value != nullptr && *value != 0 ? PyBytes_FromString(value) : Py_NewRef(Py_None);
         PyTuple_SET_ITEM(out.ptr(), i, item);
     }
-    last_environment->entries.assign(environ, environ + entries);
+    copy_environment(&last_environment->entries);
     Py_XSETREF(last_environment->names, Py_NewRef(names.ptr()));
     Py_XSETREF(last_environment->values, Py_NewRef(out.ptr()));
     return out;
@@ -574,7 +594,7 @@ py::tuple environment(py::tuple names) {
 PYBIND11_MODULE(spine_launch, m) {
     m.doc() = "Spine's host launch fast path";
     py::class_<DirectLauncher>(m, "DirectLauncher")
-        .def(py::init<py::list, py::list, py::handle, py::list, uintptr_t, uintptr_t, int32_t, py::object,
+        .def(py::init<py::list, py::list, py::handle, py::list, uintptr_t, uintptr_t, py::object, py::object,
                       py::object>())
         .def("__call__", &DirectLauncher::call);
     m.def("environment", &environment);

@@ -9,9 +9,10 @@
  *
  * A loop runs on a team: the program's own thread (index 0) and helpers from a pool of threads of its
  * own (the grid's workers are busy with other programs). The team size is decided just before the loop
- * (spine_smt_parallel_begin): the grid already gives every core a program when there are at least as
- * many programs as cores, so a loop then runs in order on its program's thread; with fewer programs each
- * loop gets cores / programs threads, at most one per iteration. Iterations are split statically into
+ * (spine_smt_parallel_begin) from the threads the launch was given (spine_grid_launch_threads: its thread
+ * count, SPINE_NUM_THREADS on the host, or all cores): the grid already gives each of them a program when
+ * there are at least as many programs, so a loop then runs in order on its program's thread; with fewer
+ * programs each loop gets threads / programs threads, at most one per iteration. Iterations are split statically into
  * one contiguous, increasing block per thread.
  *
  * smt barriers count arrivals; a wait returns once the count reaches the barrier's expected count. Waits
@@ -87,16 +88,10 @@ static void pause_briefly(int round) {
     nanosleep(&t, NULL);
 }
 
-static int max_threads(void) {
-    const char *env = getenv("SPINE_NUM_THREADS");
-    int n = env ? atoi(env) : 0;
-    return n > 0 ? n : spine_num_cores();
-}
-
 static int team_size_for(int64_t programs, int64_t iterations) {
-    int64_t cores = max_threads();
-    if (current_team != NULL || programs <= 0 || programs >= cores) return 1;
-    int64_t size = cores / programs;
+    int64_t threads = spine_grid_launch_threads();
+    if (current_team != NULL || programs <= 0 || programs >= threads) return 1;
+    int64_t size = threads / programs;
     if (size > iterations) size = iterations;
     if (size > MAX_HELPERS + 1) size = MAX_HELPERS + 1;
     return size < 1 ? 1 : (int)size;

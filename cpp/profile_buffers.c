@@ -184,7 +184,8 @@ void spine_proton_record(int64_t name, int32_t is_start, int32_t px, int32_t py,
     if (b) close_record(b, (uint64_t)name, now);
 }
 
-void spine_profile_program_begin(int32_t px, int32_t py, int32_t pz) {
+/* The grid's hooks around each program instance of a launch that records programs. */
+static void program_begin(int32_t px, int32_t py, int32_t pz) {
     thread_buffer_t *b = buffer();
     if (!b) return;
     b->program_depth = b->depth;
@@ -192,7 +193,7 @@ void spine_profile_program_begin(int32_t px, int32_t py, int32_t pz) {
 }
 
 /* Closes the program's record, and any scope the program left open (counted as unmatched). */
-void spine_profile_program_end(void) {
+static void program_end(void) {
     uint64_t now = read_counter();
     thread_buffer_t *b = own_buffer;
     if (!b) return;
@@ -302,7 +303,8 @@ int spine_profile_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t g
     if (total > 0 && threads > total) threads = (int32_t)total;
     pthread_mutex_lock(&profile_lock);
     uint64_t start = read_counter();
-    int rc = spine_run_grid_ex(fn, args, gx, gy, gz, num_threads, record_programs);
+    static const spine_program_hooks_t record_each_program = {program_begin, program_end};
+    int rc = spine_run_grid_ex(fn, args, gx, gy, gz, num_threads, record_programs ? &record_each_program : NULL);
     uint64_t end = read_counter();
     *size = 0;
     *block = collect(start, end, (uint32_t)threads, size);

@@ -49,10 +49,6 @@ typedef struct {
  * enter_scope and 0 at exit_scope, then the program id. */
 void spine_proton_record(int64_t name, int32_t is_start, int32_t px, int32_t py, int32_t pz);
 
-/* Called by the grid around each program instance of a launch that records programs. */
-void spine_profile_program_begin(int32_t px, int32_t py, int32_t pz);
-void spine_profile_program_end(void);
-
 /* Runs a grid (as spine_run_grid) and collects what it recorded: *block receives a malloc'ed block
  * (free it with spine_profile_free) of *size bytes, or NULL when out of memory. Profiled launches run one
  * at a time. Returns what spine_run_grid returned. */

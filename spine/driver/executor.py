@@ -3,21 +3,16 @@
 An `Executor` loads a kernel binary into a `Kernel`, a small typed object that launches it: `NativeKernel`
 (native.py) calls it in this process (host target, or riscv64 on a riscv64 machine), `QemuKernel` (qemu.py)
 hands it to a guest server under QEMU user mode. The launcher knows nothing about how the binary was made
-or where it runs; it passes a grid and the encoded `Arguments` (arguments.py)."""
+or where it runs; it passes a grid and the encoded `Arguments` (arguments.py).
+
+This module stands above native.py and qemu.py (executor_for imports them); what they share with the
+launcher, such as the grid's thread count, is in settings.py below them all."""
 from __future__ import annotations
 
 import functools
-import os
 from typing import Protocol
 
-from .. import switches
 from .arguments import Arguments
-
-CORES = os.cpu_count() or 1
-
-
-def default_num_threads() -> int:
-    return switches.NUM_THREADS.get() or CORES
 
 
 class Kernel(Protocol):

@@ -18,7 +18,8 @@ from ..errors import DeviceAssertionError, OutOfBoundsError
 from ..kernel_facts import KernelFacts
 from .arguments import (POINTEE_BYTES, SUPPORTED_POINTEE, Arguments, Param, byte_range, check_tensor, element_extent, extent_params,
                         scalar_encoder, unwrap_tensor)
-from .executor import CORES, executor_for
+from .executor import executor_for
+from .settings import runtime_settings
 
 _TENSORDESC = re.compile(r"tensordesc<([^[>]*)\[([^]]*)\]")
 
@@ -263,4 +264,4 @@ def make_launcher(src, metadata):
         run_grid, assert_pending = runtime.address("spine_host_run_grid"), runtime.address("spine_assert_pending")
     extents = [POINTEE_BYTES[p.pointee] for p in launcher.params if p.is_pointer] if launcher.extents else []
     return extension.DirectLauncher(params, extents, torch.Tensor, session._sessions, run_grid, assert_pending,
-                                    CORES, launcher, launcher.finish)
+                                    runtime_settings, launcher, launcher.finish)

@@ -26,11 +26,11 @@ from ..errors import DeviceAssertionError, KernelFault
 from ..proton import buffers as proton_buffers
 from ..proton import session as proton
 from .arguments import Arguments
-from .executor import default_num_threads
+from .settings import default_num_threads, host_kernel_timeout_ns
 from .source_lines import with_source_line
 
 # grid.h's SPINE_GRID_* codes
-GRID_FAULTED, GRID_INTERRUPTED, GRID_POISONED, GRID_TOO_LARGE, GRID_BAD_TIMEOUT = -1, -2, -3, -4, -5
+GRID_FAULTED, GRID_INTERRUPTED, GRID_POISONED, GRID_TOO_LARGE = -1, -2, -3, -4
 
 # Python's functions that install signal handlers the runtime's must stay in front of.
 _HANDLER_INSTALLERS = ((signal, "signal"), (faulthandler, "enable"), (faulthandler, "disable"),
@@ -61,8 +61,10 @@ class NativeRuntime:
     def __init__(self):
         from .toolchain import host_runtime_library
         lib = ctypes.CDLL(host_runtime_library(), mode=os.RTLD_GLOBAL)
-        lib.spine_host_run_grid.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int32] * 4
+        lib.spine_host_run_grid.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int32] * 4 + [ctypes.c_int64]
         lib.spine_host_run_grid.restype = ctypes.c_int
+        lib.spine_grid_set_timeout_ns.argtypes = [ctypes.c_int64]
+        lib.spine_grid_set_timeout_ns.restype = None
         lib.spine_take_assert_failure.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         lib.spine_take_assert_failure.restype = ctypes.c_int
         lib.spine_grid_take_fault.argtypes = [ctypes.c_char_p, ctypes.c_int]
@@ -81,8 +83,16 @@ class NativeRuntime:
         """Where a runtime function is, for the launch fast path to call it without ctypes."""
         return ctypes.cast(getattr(self.lib, symbol), ctypes.c_void_p).value
 
-    def run_grid(self, entry: int, args, grid, threads: int) -> int:
-        return self.lib.spine_host_run_grid(entry, args, grid[0], grid[1], grid[2], threads)
+    def run_grid(self, entry: int, args, grid, threads: int, timeout_ns: int | None = None) -> int:
+        """Runs the grid under `timeout_ns` (default: SPINE_KERNEL_TIMEOUT's, read now)."""
+        timeout_ns = host_kernel_timeout_ns() if timeout_ns is None else timeout_ns
+        return self.lib.spine_host_run_grid(entry, args, grid[0], grid[1], grid[2], threads, timeout_ns)
+
+    def profiled_run_grid(self, entry: int, args, grid, threads: int, timeout_ns: int,
+                          programs: bool) -> tuple[int, bytes | None]:
+        """As run_grid, recording the launch (proton/buffers.py); its timeout goes to the runtime first."""
+        self.lib.spine_grid_set_timeout_ns(timeout_ns)
+        return self.profile.run_grid(entry, args, grid, threads, programs)
 
     def take_fault(self) -> str:
         message = ctypes.create_string_buffer(1024)
@@ -119,12 +129,14 @@ class NativeKernel:
         slots = (ctypes.c_uint64 * max(n, 1))(*args.slots())
         base = ctypes.addressof(slots)
         pointers = (ctypes.c_void_p * max(n, 1))(*range(base, base + 8 * n, 8))
+        threads, timeout_ns = default_num_threads(), host_kernel_timeout_ns()   # a bad value raises here
         plan = proton.plan_launch(self.instrumented)
         if plan is None:
-            self.check(self.runtime.run_grid(self.entry, pointers, grid, default_num_threads()))
+            self.check(self.runtime.run_grid(self.entry, pointers, grid, threads, timeout_ns))
             return
         started, clock = time.monotonic_ns(), time.perf_counter_ns()
-        rc, block = self.runtime.profile.run_grid(self.entry, pointers, grid, default_num_threads(), plan.programs)
+        rc, block = self.runtime.profiled_run_grid(self.entry, pointers, grid, threads, timeout_ns,
+                                                   plan.programs)
         wall = time.perf_counter_ns() - clock
         self.check(rc)
         if plan.deliver and block is not None:
@@ -146,10 +158,6 @@ class NativeKernel:
         if rc == GRID_TOO_LARGE:
             raise ValueError(f"kernel '{self.name}': the grid has more program instances than a launch can count "
                              "(the product of its sizes must be at most 2**62)")
-        if rc == GRID_BAD_TIMEOUT:
-            switches.KERNEL_TIMEOUT.get()   # its own error, where it refuses the value too
-            raise ValueError(f"{switches.KERNEL_TIMEOUT.name}={switches.KERNEL_TIMEOUT.raw()!r}: expected a "
-                             "number of seconds, 0 or more (0 or inf: no timeout)")
         if rc:
             raise RuntimeError(f"launching kernel '{self.name}' failed: {os.strerror(rc)}")
         failure = self.runtime.take_assert_failure()

@@ -32,7 +32,8 @@ from ..proton import buffers as proton_buffers
 from ..proton import session as proton
 from . import kernel_protocol as protocol
 from .arguments import Arguments
-from .executor import default_num_threads
+from .settings import default_num_threads, kernel_server_options
+from .settings import guest_kernel_timeout as kernel_timeout
 from .source_lines import with_source_line
 
 GUEST_SYSROOT = "/usr/riscv64-linux-gnu"
@@ -71,11 +72,6 @@ def trace_arguments() -> list[str]:
     return [one_insn, "-d", "exec,nochain", "-D", path]
 
 
-def kernel_timeout() -> float | None:
-    value = switches.KERNEL_TIMEOUT.get()
-    return value if value > 0 else None
-
-
 class QemuServer:
     """One guest process, its arena and the channel to it."""
 
@@ -99,7 +95,7 @@ class QemuServer:
             self._fds = [request_write, reply_read, lifeline_write]
             self.channel = protocol.Channel(reply_read, request_write)
             cmd = [qemu_binary(), "-L", GUEST_SYSROOT, "-cpu", switches.QEMU_CPU.get(), *trace_arguments(),
-                   guest_kernel_server(), str(fd), str(arena_bytes), str(request_read), str(reply_write),
+                   guest_kernel_server(), *kernel_server_options(), str(fd), str(arena_bytes), str(request_read), str(reply_write),
                    str(lifeline_read)]
             child_fds = (fd, request_read, reply_write, lifeline_read)
             try:

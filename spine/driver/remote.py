@@ -30,6 +30,8 @@ from . import kernel_protocol as protocol
 from .arguments import Arguments
 from .qemu import arena_layout
 from .remote_link import START_TIMEOUT, RemoteConnectionLost, RemoteLink
+from .settings import guest_kernel_timeout as kernel_timeout
+from .settings import kernel_server_options, num_threads
 from .source_lines import with_source_line
 
 # Stream mode's own commands (cpp/kernel_server.c).
@@ -59,11 +61,6 @@ def board_kernel_server() -> str:
                         lambda out: zig("cc", *flags, *sources, "-o", out))
 
 
-def kernel_timeout() -> float | None:
-    value = switches.KERNEL_TIMEOUT.get()
-    return value if value > 0 else None
-
-
 @dataclass
 class Traffic:
     """What crossed the stream since the executor was made."""
@@ -81,7 +78,7 @@ class RemoteServer:
         self.present: set = set()   # files known to be on the board
         try:
             with open(board_kernel_server(), "rb") as f:
-                self.link.start_server(f.read(), runner)
+                self.link.start_server(f.read(), runner, kernel_server_options())
             self.board_cores = protocol.parse_hello(self.checked(*self.reply(START_TIMEOUT, "the server's start")))
         except BaseException:
             self.link.close()
@@ -257,7 +254,7 @@ class RemoteKernel:
         writes = self._send_ranges(server, spans)
         plan = proton.plan_launch(self.instrumented)
         kinds = bytes(protocol.KIND_ARENA_OFFSET if p.is_pointer else protocol.KIND_VALUE for p in args.params)
-        threads = switches.NUM_THREADS.get() or 0   # 0: all the board's cores
+        threads = num_threads() or 0   # 0: all the board's cores
         started, clock = time.monotonic_ns(), time.perf_counter_ns()
         server.send_framed(protocol.run_message(handle, grid, threads, kinds, slots,
                                                 None if plan is None else plan.programs))

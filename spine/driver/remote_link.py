@@ -152,15 +152,16 @@ class RemoteLink:
 
     # -- starting the server through the shell ------------------------------------------------------------
 
-    def start_server(self, server: bytes, runner: str = "") -> None:
+    def start_server(self, server: bytes, runner: str = "", options: tuple[str, ...] = ()) -> None:
         """Installs `server` on the board unless there already, then replaces the shell by it (through
-        `runner`, a command prefix, when the board cannot run it directly)."""
+        `runner`, a command prefix, when the board cannot run it directly), with `options` before its own
+        arguments."""
         try:
-            self._install_and_exec(server, runner)
+            self._install_and_exec(server, runner, options)
         except EOFError:
             raise RemoteConnectionLost(self.ended("while the kernel server was being started")) from None
 
-    def _install_and_exec(self, server: bytes, runner: str) -> None:
+    def _install_and_exec(self, server: bytes, runner: str, options) -> None:
         nonce = secrets.token_hex(6)
         deadline = deadline_after(START_TIMEOUT)
         # The board's cache must be the user's own and not writable by others: whoever could write it could
@@ -191,7 +192,7 @@ class RemoteLink:
                     f"the kernel server could not be installed on the board (SPINE_REMOTE={self.command!r}): "
                     f"decoding or checking its copy failed (is base64 there? is the disk full?)"
                     + self._last_words())
-        self.send(f"exec {runner} ./{name} --stream .\n".encode())
+        self.send(f"exec {runner} ./{name} {shlex.join(options)} --stream .\n".encode())
 
     def _last_words(self) -> str:
         said = [line for line in self.stderr.lines if line.strip()]
