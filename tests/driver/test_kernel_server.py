@@ -128,16 +128,21 @@ class QemuGuest:
         """Sends `partial` (a request cut short), ends the stream and returns how the server ended."""
         os.write(self.server.channel.write_fd, partial)
         self.server.channel.cut_off()
-        try:
-            return self.server.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            return None
+        return _exit_status(self.server.proc)
 
     def alive(self) -> bool:
         return self.server.alive()
 
     def close(self) -> None:
         self.server.close()
+
+
+def _exit_status(proc) -> int | None:
+    """How the server's process ended, or None if it did not within 30 s."""
+    try:
+        return proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def board_command(board_dir: str) -> tuple[str, str]:
@@ -197,10 +202,7 @@ class BoardGuest:
         link = self.server.link
         link.send(partial)
         link.proc.stdin.close()
-        try:
-            return link.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            return None
+        return _exit_status(link.proc)
 
     def alive(self) -> bool:
         return self.server.alive()

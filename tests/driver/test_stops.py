@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from spine.errors import KernelFault
+from tests.driver.test_errors import wait_for_flag_kernel
 
 
 @pytest.fixture(autouse=True)
@@ -36,12 +37,6 @@ def print_once_kernel(flag_ptr):
     tl.device_print("once", tl.load(flag_ptr))
 
 
-@triton.jit
-def wait_for_flag_kernel(flag_ptr, out_ptr):
-    count = 0
-    while tl.load(flag_ptr) == 0:
-        count += 1
-    tl.store(out_ptr + tl.program_id(0), count)
 
 
 _PRINTING_STOPPED = textwrap.dedent("""
