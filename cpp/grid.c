@@ -10,9 +10,10 @@
  * participant count together, so a worker never mixes up two launches.
  *
  * Under the fault guard a launch that runs longer than its timeout (spine_grid_set_timeout_ns: the host
- * runtime passes SPINE_KERNEL_TIMEOUT, which spine/switches.py reads), or that Ctrl-C interrupts, is stopped: a watchdog thread interrupts every thread in guarded code (fault_guard.h says where a thread may be
- * stopped, and what happens when one will not come back to such a place), and the launch reports it like a
- * fault. A thread stopped where it might have held a lock poisons the runtime: later launches refuse. */
+ * runtime passes SPINE_KERNEL_TIMEOUT, which spine/switches.py reads), or that Ctrl-C interrupts, is
+ * stopped: a watchdog thread interrupts every thread in guarded code (fault_guard.h says where a thread may
+ * be stopped, and what happens when one will not come back to such a place), and the launch reports it
+ * like a fault. A thread stopped where it might have held a lock poisons the runtime: later launches refuse. */
 #define _GNU_SOURCE
 #include "grid.h"
 #include "fault_guard.h"
@@ -330,7 +331,6 @@ static void disarm_watchdog(void) {
     atomic_store_explicit(&watch_launch, 0, memory_order_release);
     atomic_store_explicit(&watch_deadline, 0, memory_order_release);
 }
-
 
 static void await_helpers(int helpers) {
     int64_t deadline = 0;
