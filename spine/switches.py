@@ -63,6 +63,8 @@ _LONGEST_TIMEOUT_S = 1e10
 def _seconds(raw: str) -> float:
     """A timeout in seconds: 0 or `inf` (or anything past _LONGEST_TIMEOUT_S) means none and reads as 0.0;
     negative, NaN and non-numbers are errors, never read as some other timeout."""
+    if "_" in raw:   # float() reads "1_0" as 10; seconds are written as plain decimals
+        raise ValueError(raw)
     value = float(raw)
     if value != value or value < 0:
         raise ValueError(raw)
@@ -121,7 +123,7 @@ REMOTE_RUNNER = Switch("SPINE_REMOTE_RUNNER", str, None, "a command prefix the b
                        "shell and `qemu-riscv64 ...`)")
 SERVER_KERNEL_SLOTS = Switch("SPINE_SERVER_KERNEL_SLOTS", _positive_int, 4096, "how many kernels one kernel server "
                              "(QEMU or a board) keeps loaded, at most 4096; past it the server is replaced and "
-                             "kernels load again (read by the server itself; smaller for tests)")
+                             "kernels load again (passed to the kernel server on its command line; smaller for tests)")
 ARENA_MB = Switch("SPINE_ARENA_MB", _positive_int, 64, "initial size of the QEMU shared arena (grows on demand)")
 COMPILE_TIMEOUT = Switch("SPINE_COMPILE_TIMEOUT", _seconds, 600.0, "seconds one compile stage may take in the "
                          "compile worker before it is stopped (0 or `inf`: never)")

@@ -128,7 +128,7 @@ def test_timeouts_reject_what_is_not_a_number_of_seconds(monkeypatch):
     what C's nanosecond and poll's millisecond counts hold mean "never" (0.0), not an overflowed deadline."""
     import pytest
     for switch in (switches.KERNEL_TIMEOUT, switches.COMPILE_TIMEOUT):
-        for bad in ("-1", "nan", "-inf", "later"):
+        for bad in ("-1", "nan", "-inf", "later", "1_0"):
             monkeypatch.setenv(switch.name, bad)
             with pytest.raises(ValueError, match=switch.name):
                 switch.get()

@@ -32,11 +32,7 @@ def default_num_threads() -> int:
 
 
 def _kernel_timeout() -> float:
-    """SPINE_KERNEL_TIMEOUT's seconds (0.0: none). float() also takes digits grouped by underscores
-    ("1_0" is 10.0), which no one means as a timeout: refused, as switches._seconds refuses NaN."""
-    raw = switches.KERNEL_TIMEOUT.raw()
-    if raw is not None and "_" in raw:
-        raise ValueError(f"{switches.KERNEL_TIMEOUT.name}={raw!r}: expected {switches.KERNEL_TIMEOUT.parse.__name__}")
+    """SPINE_KERNEL_TIMEOUT's seconds (0.0: none)."""
     return switches.KERNEL_TIMEOUT.get()
 
 
