@@ -132,7 +132,18 @@ class QemuServer:
         return self.send(None if command is None else protocol.frame(command, payload), timeout)
 
     def send(self, message: bytes | None, timeout: float | None = None) -> bytes:
-        """Sends a framed request and returns the reply's payload; a dead or hung server is a KernelFault."""
+        """Sends a framed request and returns the reply's payload; a dead or hung server is a KernelFault.
+        An exchange interrupted before its whole reply was read (Ctrl-C) closes the server: the reply still
+        to come would answer the next request (a LOAD's handle read as a launch's result)."""
+        try:
+            return self._exchange(message, timeout)
+        except (KernelFault, protocol.ServerError, DeviceAssertionError):
+            raise   # the whole reply was read, or the server is gone already
+        except BaseException:
+            self.close()
+            raise
+
+    def _exchange(self, message: bytes | None, timeout: float | None) -> bytes:
         try:
             if message is None:
                 status, body = self.channel.read_reply(timeout)
@@ -253,7 +264,7 @@ class QemuExecutor:
     def server_for(self, arena_bytes: int) -> QemuServer:
         """A live server whose arena holds `arena_bytes`; call with the lock held."""
         server = self.server
-        if server is not None and server.arena_bytes >= arena_bytes and server.proc.poll() is None:
+        if server is not None and server.arena_bytes >= arena_bytes and server.alive():
             return server
         self.shutdown()
         size = max(arena_bytes, switches.ARENA_MB.get() << 20)

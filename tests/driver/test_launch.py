@@ -382,3 +382,36 @@ def test_a_full_kernel_table_under_qemu_replaces_the_server(monkeypatch):
                 hook.remove(print)
     assert executor.generation - started >= 4
     executor.shutdown()
+
+
+def test_a_load_interrupted_before_its_reply_replaces_the_server(monkeypatch):
+    """Ctrl-C after a LOAD went out and before its reply was read: that reply, still in the pipe, once
+    answered the next launch's RUN (a handle and an address read as the launch's result)."""
+    import platform
+    from spine.driver import CPUDriver
+    from spine.driver.kernel_protocol import Channel
+    if platform.machine() == "riscv64":
+        pytest.skip("no QEMU on a riscv64 machine")
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    test_one_element_add("riscv64")
+    out = torch.zeros(6, dtype=torch.float64)
+    scalars_kernel[(1,)](out, 3, 4, 5, 6, 7, False)
+    from spine.driver.cpu_driver import _executor_for
+    from spine.targets import riscv64_target
+    _executor_for(riscv64_target()).shutdown()   # both kernels load again on the next server
+    real = Channel.read_reply
+    replies = []
+
+    def interrupted_once(self, *args, **kwargs):
+        replies.append(True)
+        if len(replies) == 2:   # the new server's hello is the first reply, the LOAD's the second
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(Channel, "read_reply", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        scalars_kernel[(1,)](out, 3, 4, 5, 6, 7, False)
+    monkeypatch.undo()
+    for _ in range(2):
+        test_one_element_add("riscv64")
+        scalars_kernel[(1,)](out, 3, 4, 5, 6, 7, False)
+        assert out.tolist() == [3.0, 4.0, 5.0, 6.0, 7.0, 0.0]

@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from spine.errors import KernelFault
-from tests.driver.test_errors import wait_for_flag_kernel
+from tests.driver.test_errors import long_loop_kernel, wait_for_flag_kernel
 
 
 @pytest.fixture(autouse=True)
@@ -123,14 +123,6 @@ def test_a_kernel_blocked_in_the_c_library_poisons_the_runtime(tmp_path):
     assert stopped.startswith("KernelFault:") and "ran longer than SPINE_KERNEL_TIMEOUT" in stopped
     assert "inside the C library or the runtime" in stopped and "restarted" in stopped
     assert refused.startswith("RuntimeError:") and "restart the process" in refused
-
-
-@triton.jit
-def long_loop_kernel(out_ptr, n):
-    acc = 0.0
-    for i in range(n):
-        acc = acc * 0.5 + 1.0
-    tl.store(out_ptr, acc)
 
 
 @pytest.mark.parametrize("value", ["inf", "1e10", "9.5e9", "Infinity", " 1e300 "])
