@@ -64,6 +64,10 @@ class PassRecord:
     dumping), "ran" (when not), "skipped" (its condition did not hold) or what a pass that gave up said."""
     outcomes: list = field(default_factory=list)
 
+    def ran(self, name: str) -> bool:
+        """Whether the pass `name` ran (its condition held)."""
+        return any(step == name and outcome != "skipped" for step, outcome in self.outcomes)
+
     def gave_up(self) -> list:
         return [(name, outcome) for name, outcome in self.outcomes if outcome.startswith("gave up")]
 

@@ -68,7 +68,8 @@ def make_llir(linalg_text: str, metadata, options):
                                    dump_dir=options.dump_passes, kernel=kernel)
     entry = entry_module_ir(kernel, facts.arg_kinds, facts.argument_views, options.triple,
                             _streaming_programs(facts, options))
-    optimized, config = codegen_with_fallbacks(kernel, llvm_ir, entry, options, facts.written_args)
+    optimized, config = codegen_with_fallbacks(kernel, llvm_ir, entry, options, facts.written_args,
+                                               bf16=lowering.ran("bf16-as-integers"))
     # The cached kernel says how it was really built (a fallback may have replaced the requested CPU).
     metadata[METADATA_KEY] = facts.updated(codegen=config.describe(), codegen_cpu=config.cpu,
                                            gave_up=lowering.gave_up() + optimized.record.gave_up()).to_metadata()
@@ -169,7 +170,8 @@ def _streaming_programs(facts: KernelFacts, options) -> int:
     return streaming_programs(facts.stored_bytes_per_program, options.streaming_stores_mb << 20)
 
 
-def codegen_with_fallbacks(kernel: str, llvm_ir: str, entry: str, options, written_args: tuple = ()):
+def codegen_with_fallbacks(kernel: str, llvm_ir: str, entry: str, options, written_args: tuple = (),
+                           bf16: bool = False):
     """The LLVM passes and code emission in a worker; after a native crash, again with each safer
     configuration in turn. Returns (codegen.Optimized, the configuration used)."""
     from .codegen import CodegenConfig, safer_configs
@@ -180,7 +182,7 @@ def codegen_with_fallbacks(kernel: str, llvm_ir: str, entry: str, options, writt
             result = pool().run("optimize", llvm_ir=llvm_ir, entry_ir=entry, triple=options.triple, cpu=config.cpu,
                                 features=options.features, loop_vectorize=config.loop_vectorize,
                                 written_args=tuple(written_args), want_assembly=bool(options.dump_path),
-                                dump_dir=options.dump_passes, kernel=kernel)
+                                dump_dir=options.dump_passes, kernel=kernel, bf16=bf16)
         except NativeCrash as crash:
             crashes.append(f"with {config.describe()}: {crash.detail}")
             continue

@@ -225,7 +225,7 @@ def test_the_llvm_dialect_lowering_takes_openmp_only_with_openmp():
 
 # ----------------------------------------------------------------------------------------- LLVM passes
 
-def _llvm_pass(name: str, text: str, entry_ir: str = ""):
+def _llvm_pass(name: str, text: str, entry_ir: str = "", bf16: bool = False):
     """(the module after LLVM_PIPELINE's pass `name`, whether its condition held)."""
     llvm = codegen._llvm()
     tm = codegen._target_machine("riscv64-unknown-linux-gnu", "generic-rv64", "+64bit,+m,+a,+f,+d,+c,+v")
@@ -234,7 +234,7 @@ def _llvm_pass(name: str, text: str, entry_ir: str = ""):
     module.data_layout = str(tm.target_data)
     holder = codegen.LlvmModule(module)
     context = codegen.LlvmContext(entry_ir, "riscv64-unknown-linux-gnu", tm, llvm.create_pass_builder(
-        tm, llvm.create_pipeline_tuning_options(speed_level=3)))
+        tm, llvm.create_pipeline_tuning_options(speed_level=3)), bf16=bf16)
     step = next(p for p in codegen.LLVM_PIPELINE if p.name == name)
     held = step.when(holder, context)
     step.rewrite(holder, context)
@@ -267,7 +267,7 @@ define bfloat @k(float %x) {
 
 
 def test_a_module_with_bfloat_gets_its_own_truncation():
-    text, held = _llvm_pass("define-bf16-truncation", BFLOAT_KERNEL)
+    text, held = _llvm_pass("define-bf16-truncation", BFLOAT_KERNEL, bf16=True)
     assert held
     filecheck(text, """
 CHECK: @llvm.compiler.used = appending global [1 x ptr] [ptr @__truncsfbf2]
@@ -278,7 +278,7 @@ CHECK: define weak hidden bfloat @__truncsfbf2(float %x)
 def test_a_module_without_bfloat_or_with_its_own_truncation_is_left_alone():
     assert not _llvm_pass("define-bf16-truncation", "define float @k(float %x) {\n  ret float %x\n}\n")[1]
     own = BFLOAT_KERNEL + "define bfloat @__truncsfbf2(float %x) {\n  %h = fptrunc float %x to bfloat\n  ret bfloat %h\n}\n"
-    assert not _llvm_pass("define-bf16-truncation", own)[1]
+    assert not _llvm_pass("define-bf16-truncation", own, bf16=True)[1]
 
 
 def test_the_entry_point_is_linked_in_and_everything_else_made_internal():
