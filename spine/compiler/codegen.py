@@ -5,9 +5,9 @@ and LLVM's own O3 pipeline (llvmlite, LLVM 22, with the loop and SLP vectorisers
 1.0 code that is vector-length agnostic). The optimised module's text is the `llir` artifact, and the
 object emitted from it (in the same call: see optimize) the `obj` artifact.
 
-Every rewrite goes through llvmlite's API on a parsed module (names, linkage, module linking), except the
-streaming stores' (streaming_stores.py), which edits the optimised module's text: LLVM's C API, which
-llvmlite wraps, has no way to insert instructions. It records in the pass list when it gave up."""
+Every rewrite goes through llvmlite's API on a parsed module (names, linkage, module linking). llvmlite
+can neither insert nor change instructions, so rewrites of instructions belong to the MLIR half
+(lower.LLIR_PIPELINE), where the information they need is still there."""
 from __future__ import annotations
 
 import functools
@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 from ..targets import generic_cpu
 from .passes import Pass, PassRecord, run_pipeline
-from ..ir_names import ENTRY_SYMBOL, STREAMING_FLAG_PREFIX
-from .streaming_stores import with_streaming_stores
+from ..ir_names import ENTRY_SYMBOL
 
 _init_lock = threading.Lock()
 RUNTIME_CALL_PREFIX = "__kmpc_"      # the OpenMP runtime ABI the translation of smt.parallel loops calls
@@ -74,7 +73,6 @@ class LlvmContext:
     triple: str
     tm: object
     pass_builder: object
-    written_args: tuple = ()
     # The MLIR half found bf16 values (its bf16-as-integers pass ran): LLVM's bfloat comes only from them,
     # and walking every instruction here to find it took a fifth of a second on a 3,000-instruction kernel.
     bf16: bool = False
@@ -158,37 +156,6 @@ def _o3(module: LlvmModule, context: LlvmContext) -> None:
     pm.run(module.ref, context.pass_builder)
 
 
-def _streaming_flag(module: LlvmModule) -> str | None:
-    return next((g.name for g in module.ref.global_variables if g.name.startswith(STREAMING_FLAG_PREFIX)), None)
-
-
-def _has_streaming_flag(module: LlvmModule, context: LlvmContext) -> bool:
-    """for x86 kernels whose entry point sets the streaming-stores flag"""
-    return _streaming_flag(module) is not None
-
-
-def _streaming_stores(module: LlvmModule, context: LlvmContext):
-    """Whole-vector stores through written arguments become non-temporal where the flag and the address
-    allow (streaming_stores.py). Returns what it gave up on, if anything."""
-    text = str(module.ref)
-    rewritten = with_streaming_stores(text, context.written_args, _streaming_flag(module))
-    if rewritten == text:
-        return None
-    llvm = _llvm()
-    try:
-        rewritten_module = llvm.parse_assembly(rewritten)
-        rewritten_module.verify()
-    except RuntimeError as err:
-        # An instruction shape the text rewrite misread must cost the kernel its streaming stores, never
-        # its compile.
-        return f"gave up: the rewritten module did not parse ({str(err).splitlines()[0] if str(err) else err})"
-    pm = llvm.create_new_module_pass_manager()
-    pm.add_always_inliner_pass()
-    pm.run(rewritten_module, context.pass_builder)
-    module.ref = rewritten_module
-    return None
-
-
 # The llir stage's LLVM half, after the MLIR lowering's translation.
 LLVM_PIPELINE = (
     Pass("rename-runtime-calls", "__kmpc_* calls bind to Spine's runtime (spine_kmpc_*)", _rename_runtime_calls,
@@ -197,8 +164,6 @@ LLVM_PIPELINE = (
          _uses_bfloat),
     Pass("link-entry", "the uniform entry point linked in, everything else internal (entry.py)", _link_entry),
     Pass("o3", "LLVM's O3 pipeline, vectorisers included", _o3),
-    Pass("streaming-stores", "non-temporal stores for launches that write more than the caches keep "
-         "(streaming_stores.py)", _streaming_stores, _has_streaming_flag),
 )
 
 
@@ -213,10 +178,9 @@ class Optimized:
 
 
 def optimize(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str, loop_vectorize: bool = True,
-             written_args: tuple = (), want_assembly: bool = False, dump=None, bf16: bool = False) -> Optimized:
-    """LLVM_PIPELINE on `llvm_ir`, and the object emitted from the result. `written_args`: the runtime
-    arguments the kernel stores through, whose stores may stream when the entry point has the flag for it;
-    `bf16`: the MLIR half found bf16 values.
+             want_assembly: bool = False, dump=None, bf16: bool = False) -> Optimized:
+    """LLVM_PIPELINE on `llvm_ir`, and the object emitted from the result. `bf16`: the MLIR half found bf16
+    values.
 
     Why emit here and not from the text in the obj stage: LLVM's code generation depends on the order of
     each value's use list, which the optimised module has in memory and neither its text nor its bitcode
@@ -231,7 +195,7 @@ def optimize(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str, 
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = loop_vectorize
     pto.slp_vectorization = True
-    context = LlvmContext(entry_ir, triple, tm, llvm.create_pass_builder(tm, pto), tuple(written_args), bf16)
+    context = LlvmContext(entry_ir, triple, tm, llvm.create_pass_builder(tm, pto), bf16)
     holder = LlvmModule(module)
     record = run_pipeline(holder, LLVM_PIPELINE, context, dump)
     return Optimized(str(holder.ref), record, *_machine_code(tm, holder.ref, want_assembly))
@@ -248,9 +212,8 @@ def _machine_code(tm, module, want_assembly: bool):
 
 
 def optimize_and_emit(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str,
-                      want_assembly: bool = False, loop_vectorize: bool = True, written_args: tuple = (),
-                      bf16: bool = False):
+                      want_assembly: bool = False, loop_vectorize: bool = True, bf16: bool = False):
     """(object bytes, assembly text or None) of `llvm_ir` (tests and tools that want a module's code)."""
-    result = optimize(llvm_ir, entry_ir, triple, cpu, features, loop_vectorize, written_args, want_assembly,
+    result = optimize(llvm_ir, entry_ir, triple, cpu, features, loop_vectorize, want_assembly,
                       bf16=bf16)
     return result.obj, result.asm

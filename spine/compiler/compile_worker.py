@@ -70,7 +70,7 @@ def _run_lower(linalg_text: str, choices, dump_dir: str = "", kernel: str = ""):
 
 
 def _run_optimize(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str, loop_vectorize: bool,
-                  written_args: tuple = (), want_assembly: bool = False, dump_dir: str = "", kernel: str = "",
+                  want_assembly: bool = False, dump_dir: str = "", kernel: str = "",
                   bf16: bool = False):
     from .codegen import optimize
     from .passes import directory_dump
@@ -79,7 +79,7 @@ def _run_optimize(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: 
         from ..cache import atomic_write_bytes
         atomic_write_bytes(os.path.join(dump_dir, f"{kernel}.llvm.input.ll"), llvm_ir.encode())
         dump = directory_dump(dump_dir, f"{kernel}.llvm", ".ll")
-    return optimize(llvm_ir, entry_ir, triple, cpu, features, loop_vectorize, written_args, want_assembly, dump,
+    return optimize(llvm_ir, entry_ir, triple, cpu, features, loop_vectorize, want_assembly, dump,
                     bf16)
 
 

@@ -26,6 +26,7 @@ from .number_reductions import reduce_without_nans
 from .passes import Pass, run_pipeline, run_upstream, upstream
 from .products_into_destination import store_products_in_place
 from .stores_in_place import stores_in_place
+from .streaming_stores import stream_stores
 from .window_reads import read_windows_in_place
 from . import parallel_loops
 
@@ -125,14 +126,19 @@ class LoweringChoices:
     # The CPU has fused multiply-add instructions (every RISC-V core with F; x86 from Haswell and Piledriver
     # on): math expansions use them, and multiply and add otherwise (math_expansion.expand_math).
     fused_multiply_add: bool = True
+    # The entry point sets the streaming-stores flag (x86 kernels whose launches can write more than the
+    # caches keep): store loops into arguments get a streaming version (streaming_stores.py).
+    streaming_stores: bool = False
 
     @classmethod
-    def for_target(cls, triple: str, debug: bool = False, cpu: str = "", features: str = "") -> "LoweringChoices":
+    def for_target(cls, triple: str, debug: bool = False, cpu: str = "", features: str = "",
+                   streaming_stores: bool = False) -> "LoweringChoices":
         from ..targets import cpu_features, has_fused_multiply_add
         riscv = triple.startswith("riscv")
         avx512 = not riscv and "+avx512f" in cpu_features(triple, cpu, features)
         return cls(inline_copies=riscv, short_chains=not riscv, line_tables=debug, ldexp_scaling=avx512,
-                   fused_multiply_add=has_fused_multiply_add(triple, cpu, features))
+                   fused_multiply_add=has_fused_multiply_add(triple, cpu, features),
+                   streaming_stores=streaming_stores and triple.startswith("x86_64"))
 
 
 def _set_function_attributes(module, choices: LoweringChoices) -> None:
@@ -180,6 +186,11 @@ def _with_line_tables(module, choices) -> bool:
     return choices.line_tables
 
 
+def _streams(module, choices) -> bool:
+    """for x86 kernels whose launches may stream their stores"""
+    return choices.streaming_stores
+
+
 def _to_llvm_dialect(module, choices) -> None:
     """TO_LLVM; with the OpenMP dialect's conversion where smt.parallel loops became omp ops."""
     has_openmp = bool(collect_ops(module, lambda op: op.name.startswith("omp.")))
@@ -192,8 +203,8 @@ def _expand_math(module, choices) -> None:
 
 def _on_module(rewrite: Callable) -> Callable:
     """A rewrite that takes only the module, as a pass's rewrite(module, choices)."""
-    def run(module, choices) -> None:
-        rewrite(module)
+    def run(module, choices):
+        return rewrite(module)
     run.__doc__ = rewrite.__doc__
     return run
 
@@ -236,6 +247,8 @@ LLIR_PIPELINE = (
     Pass("expand-math", "f32 exp, log, erf, tanh, sin, cos, pow as polynomials (math_expansion.py)", _expand_math),
     Pass("bf16-as-integers", "bf16 arithmetic in f32, conversions as integer ops", upstream(BF16_TO_INTEGER_OPS),
          _has_bf16),
+    Pass("streaming-stores", "store loops into arguments get a streaming version: non-temporal vector stores "
+         "when the launch writes more than the caches keep (streaming_stores.py)", _on_module(stream_stores), _streams),
     Pass("scf-to-openmp", "scf.parallel loops become OpenMP dialect loops", upstream(parallel_loops.TO_OPENMP),
          _has_op("scf.parallel", "for smt.parallel loops")),
     Pass("inline-alloca-scopes", "the OpenMP loops' alloca scopes become stack save/restore (parallel_loops.py)",

@@ -63,12 +63,13 @@ def make_llir(linalg_text: str, metadata, options):
     from .entry import entry_module_ir
     from .lower import LoweringChoices
     kernel, facts = metadata["name"], _facts(metadata)
-    choices = LoweringChoices.for_target(options.triple, options.debug, options.cpu, options.features)
+    streaming = _streaming_programs(facts, options)
+    choices = LoweringChoices.for_target(options.triple, options.debug, options.cpu, options.features,
+                                         streaming_stores=bool(streaming))
     llvm_ir, lowering = _in_worker(kernel, "lower", linalg_text=linalg_text, choices=choices,
                                    dump_dir=options.dump_passes, kernel=kernel)
-    entry = entry_module_ir(kernel, facts.arg_kinds, facts.argument_views, options.triple,
-                            _streaming_programs(facts, options))
-    optimized, config = codegen_with_fallbacks(kernel, llvm_ir, entry, options, facts.written_args,
+    entry = entry_module_ir(kernel, facts.arg_kinds, facts.argument_views, options.triple, streaming)
+    optimized, config = codegen_with_fallbacks(kernel, llvm_ir, entry, options,
                                                bf16=lowering.ran("bf16-as-integers"))
     # The cached kernel says how it was really built (a fallback may have replaced the requested CPU).
     metadata[METADATA_KEY] = facts.updated(codegen=config.describe(), codegen_cpu=config.cpu,
@@ -170,8 +171,7 @@ def _streaming_programs(facts: KernelFacts, options) -> int:
     return streaming_programs(facts.stored_bytes_per_program, options.streaming_stores_mb << 20)
 
 
-def codegen_with_fallbacks(kernel: str, llvm_ir: str, entry: str, options, written_args: tuple = (),
-                           bf16: bool = False):
+def codegen_with_fallbacks(kernel: str, llvm_ir: str, entry: str, options, bf16: bool = False):
     """The LLVM passes and code emission in a worker; after a native crash, again with each safer
     configuration in turn. Returns (codegen.Optimized, the configuration used)."""
     from .codegen import CodegenConfig, safer_configs
@@ -181,7 +181,7 @@ def codegen_with_fallbacks(kernel: str, llvm_ir: str, entry: str, options, writt
         try:
             result = pool().run("optimize", llvm_ir=llvm_ir, entry_ir=entry, triple=options.triple, cpu=config.cpu,
                                 features=options.features, loop_vectorize=config.loop_vectorize,
-                                written_args=tuple(written_args), want_assembly=bool(options.dump_path),
+                                want_assembly=bool(options.dump_path),
                                 dump_dir=options.dump_passes, kernel=kernel, bf16=bf16)
         except NativeCrash as crash:
             crashes.append(f"with {config.describe()}: {crash.detail}")

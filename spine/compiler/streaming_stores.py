@@ -12,37 +12,50 @@ more than a cache keeps, and that is known only at launch time. So:
   it on most client parts, so the output is gone from the caches before a consumer runs), and keeps the
   answer in the kernel's flag (ir_names.streaming_flag_symbol; written only when it changes: the grid's
   threads share it);
-- after LLVM's O3 pipeline, each whole-vector store whose address derives from an argument the kernel
-  writes becomes: if the flag is set and the address is aligned to the vector (or to half of it), a
-  non-temporal store of the vector (or of its halves); otherwise the store as it was. Stores into the
-  kernel's own buffers are never touched: they are read again at once.
+- this pass, on the loops that store element by element into the kernel's arguments, puts a streaming
+  version in front of each loop: when the flag is set, a few scalar iterations up to the first address
+  aligned to a cache line, then whole lines at a time as vectors stored non-temporally; the loop as it was
+  does the rest (the tail, or everything when the flag is clear):
 
-Why after O3, on the IR text: LLVM's loop vectoriser gives up on a loop with a non-temporal store it cannot
-prove aligned to the vector width, and nothing in a kernel is. MLIR and llvmlite have no API to edit LLVM
-instructions; the text is regular enough at this point (one instruction per line, SSA names) for the few
-shapes matched here, and anything not matched is left as it is.
+      scf.for %i = %lb to %ub {                  %start = scf.if %flag_set_and_stores_coaligned -> index {
+        %x = memref.load %in[%i]                   scf.for %i = %lb to %aligned { ...as before... }
+        %y = arith.addf %x, %c                     scf.for %i = %aligned to %end step 16 {
+        memref.store %y, %out[%i]        =>          %x = vector.load %in[%i] : vector<16xf32>
+      }                                              %y = arith.addf %x, (vector.broadcast %c)
+                                                     vector.store %y, %out[%i] {nontemporal, alignment 64}
+                                                   }
+                                                   scf.yield %end
+                                                 } else { scf.yield %lb }
+                                                 scf.for %i = %start to %ub { ...as before... }
+
+Why in MLIR and vectorised here, and not by marking the stores for LLVM: LLVM's loop vectoriser gives up
+on a loop with a non-temporal store it cannot prove aligned to the vector width, and nothing in a kernel
+is; here the alignment is made (the peeled iterations) and the loop body is still the plain elementwise
+code the conversion emitted. A loop qualifies when it steps by one with no loop-carried values and its
+body is arithmetic, math, loads indexed by the loop index in their last, contiguous dimension (or not at
+all), branches on constants, and stores into argument memory indexed like the loads; every store of the
+loop must be such a store. A loop that stores into argument memory and does not qualify is left as it was,
+and the pass reports it ("gave up on ...": the compiled kernel's facts and SPINE_DUMP_PASSES' pass list).
+Stores into the kernel's own buffers are never touched: they are read again at once.
 
 Non-temporal stores are weakly ordered. The grid runtime fences them once per thread and launch, before the
 thread reports its share done (cpp/grid.c); a program's own later loads see its stores without a fence.
-Within a launch, a program may publish its stores to another only through an atomic: an sfence goes before
-each atomic write and each fence, since x86's locked instructions are not documented to order non-temporal
-stores on every vendor's cores."""
+Within a launch, a program may publish its stores to another only through an atomic: in a function with
+streaming loops an sfence goes before each atomic operation and fence, since x86's locked instructions are
+not documented to order non-temporal stores on every vendor's cores."""
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from ..ir_names import ENTRY_SYMBOL
+from ..ir_names import streaming_flag_symbol
+from ..ir_walk import VIEW_OPS, collect_ops, constant_int, defined_outside, defining_op
+
+LINE_BYTES = 64          # a cache line: the streaming loop stores one per store and iteration
 MIN_VECTOR_BYTES = 16    # the narrowest non-temporal vector store (movntps xmm)
-
-_NAME = r"%[-\w.$]+"
-_DEFINE = re.compile(r"^define [^@]*@([-\w.$]+)\((.*)\)[^{]*\{$")
-_ASSIGN = re.compile(rf"^\s+({_NAME}) = (.*)$")
-_CALL = re.compile(r"call [^@]*@([-\w.$]+)\((.*)\)")
-_STORE = re.compile(rf"^(\s+)store (<(\d+) x (\w+)>) (.+), ptr ({_NAME}), align (\d+)$")
-# Instructions through which a program may publish its earlier stores to other programs of the launch.
-_PUBLISHES = re.compile(r"^\s+(?:%[-\w.$]+ = )?(?:atomicrmw|cmpxchg|fence|store atomic)\b")
-_ELEMENT_BYTES = {"i8": 1, "i16": 2, "half": 2, "bfloat": 2, "i32": 4, "float": 4, "i64": 8, "double": 8}
+LOOPS = ("scf.for", "scf.while", "scf.parallel", "scf.forall")
+# Operations through which a program may publish its earlier stores to other programs of the launch.
+PUBLISHING_OPS = ("memref.atomic_rmw", "memref.generic_atomic_rmw", "llvm.atomicrmw", "llvm.cmpxchg",
+                  "llvm.fence")
 
 
 def streaming_programs(bytes_per_program: int, streaming_bytes: int) -> int:
@@ -54,256 +67,349 @@ def streaming_programs(bytes_per_program: int, streaming_bytes: int) -> int:
 
 
 @dataclass
-class _Function:
-    name: str
-    params: list        # parameter names, in order
-    lines: list         # body lines, from the one after `define` to the closing `}`
-    defs: dict          # SSA name -> the instruction text after `=`
-    start: int = 0      # line numbers of `define` and of the closing `}` in the module
-    end: int = 0
+class _Plan:
+    """How one loop streams: its stores (the widest first), the number of lanes, and which values of its
+    body vary with the loop index (become vectors)."""
+    loop: object
+    stores: list
+    lanes: int
+    varying: set = field(default_factory=set)
 
 
-def with_streaming_stores(llvm_ir: str, written_args: tuple, flag: str) -> str:
-    """The O3-optimised module `llvm_ir` with its whole-vector stores through written arguments made
-    streaming where the flag (the global named `flag`) and the address allow. Returns the text unchanged when
-    there are none."""
-    lines = llvm_ir.split("\n")
-    functions = _functions(lines)
-    if ENTRY_SYMBOL not in functions:
-        return llvm_ir
-    roots = _Roots(functions, frozenset(written_args))
-    helpers, rewritten = {}, False
-    for function in functions.values():
-        changed = [i for i, line in enumerate(function.lines) if _streams(function, line, roots)]
-        for i in changed:
-            function.lines[i] = _call_helper(function.lines[i], helpers)
-        if changed:
-            top = _first_instruction(function.lines)
-            function.lines[top:top] = [f'  %spine.flag = load i8, ptr @"{flag}", align 1',
-                                       "  %spine.streams = icmp ne i8 %spine.flag, 0"]
-            rewritten = True
-    if not rewritten:
-        return llvm_ir
-    for function in functions.values():
-        function.lines = [f"  call void @llvm.x86.sse.sfence()\n{line}" if _PUBLISHES.match(line) else line
-                          for line in function.lines]
-    return _reassemble(lines, functions) + "\n" + _declarations(helpers, _next_metadata_id(llvm_ir))
+class _NotStreamable(Exception):
+    """Why a loop storing into argument memory cannot stream."""
 
 
-def _functions(lines: list) -> dict:
-    functions, current = {}, None
-    for index, line in enumerate(lines):
-        match = _DEFINE.match(line)
-        if match:
-            params = [p.split()[-1] for p in _top_level_split(match.group(2)) if p.strip()]
-            current = _Function(match.group(1), params, [], {}, start=index)
-            continue
-        if current is None:
-            continue
-        if line == "}":
-            current.end = index
-            functions[current.name] = current
-            current = None
-            continue
-        current.lines.append(line)
-        assign = _ASSIGN.match(line)
-        if assign:
-            current.defs[assign.group(1)] = assign.group(2)
-    return functions
-
-
-def _top_level_split(text: str) -> list:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += ch in "([{<"
-        depth -= ch in ")]}>"
-        if ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    return parts + [text[start:]]
-
-
-class _Roots:
-    """Where a pointer comes from: the set of written-argument indexes it may derive from, or None when any
-    of its origins is something else (a buffer of the kernel's own, an argument not written, unknown)."""
-
-    def __init__(self, functions: dict, written: frozenset):
-        self.functions, self.written = functions, written
-        self.memo = {}      # (function, value) -> its origins, for the values stores go through
-        self.calls = None   # callee name -> [(caller, argument list)], found on the first parameter met
-
-    def of(self, function: _Function, value: str):
-        key = (function.name, value)
-        if key not in self.memo:
-            self.memo[key] = self._walk(function, value, set())
-        return self.memo[key]
-
-    def _walk(self, function: _Function, value: str, visiting: set):
-        key = (function.name, value)
-        if key in visiting:
-            return frozenset()          # a cycle through phis adds no origin
-        visiting.add(key)
-        if value in function.params:
-            return self._parameter(function, function.params.index(value), visiting)
-        text = function.defs.get(value)
-        if text is None:
-            return None
-        if function.name == ENTRY_SYMBOL:
-            slot = _argument_slot(function, text)
-            if slot is not None:
-                return frozenset([slot]) if slot in self.written else None
-        sources = _pointer_sources(text)
-        if sources is None:
-            return None
-        found = frozenset()
-        for source in sources:
-            roots = self._walk(function, source, visiting)
-            if roots is None:
-                return None
-            found |= roots
-        return found
-
-    def _parameter(self, function: _Function, position: int, visiting: set):
-        """A parameter of an internal function: the union over its call sites."""
-        if function.name == ENTRY_SYMBOL:
-            return None
-        if self.calls is None:
-            self.calls = _call_sites(self.functions)
-        sites = self.calls.get(function.name, [])
-        found = frozenset()
-        for caller, args in sites:
-            if position >= len(args) or not args[position].split()[0] == "ptr":
-                return None
-            roots = self._walk(caller, args[position].split()[-1], visiting)
-            if roots is None:
-                return None
-            found |= roots
-        return found if sites else None
-
-
-def _call_sites(functions: dict) -> dict:
-    """Callee name -> [(calling function, its argument list)] over the module's direct calls."""
-    sites = {}
-    for caller in functions.values():
-        for line in caller.lines:
-            match = _CALL.search(line)
-            if match:
-                sites.setdefault(match.group(1), []).append((caller, _top_level_split(match.group(2))))
-    return sites
-
-
-def _pointer_sources(text: str):
-    """The pointer operands a pointer-valued instruction derives from, or None when it is not one that
-    only offsets or chooses among them."""
-    if text.startswith("getelementptr"):
-        match = re.search(rf"ptr ({_NAME})", text)
-        return [match.group(1)] if match else None
-    if text.startswith("phi ptr"):
-        incoming = re.findall(r"\[ ([^,]+),", text)
-        return incoming if all(v.startswith("%") for v in incoming) else None
-    if text.startswith("select"):
-        values = re.findall(rf"ptr ({_NAME})", text)
-        return values if len(values) == 2 else None
-    return None
-
-
-def _argument_slot(entry: _Function, text: str):
-    """The runtime-argument index when `text` loads an argument's data pointer in the entry point:
-    `load ptr, ptr %slot` where %slot is itself loaded from args[i] (entry.py's calling convention)."""
-    match = re.fullmatch(rf"load ptr, ptr ({_NAME}), align \d+", text)
-    if not match:
+def stream_stores(module) -> str | None:
+    """The rewrite on every kernel function of `module` (the public ones, whose flag the entry point sets).
+    Returns what it gave up on, if anything."""
+    declared, refused, candidates = set(), [], 0
+    for function in _kernel_functions(module):
+        streamed = 0
+        for loop in collect_ops(function, _innermost_loop):
+            if not any(_argument_root(s.operands[1], function) is not None for s in _stores_in(loop)):
+                continue
+            candidates += 1
+            try:
+                plan = _plan(loop, function)
+            except _NotStreamable as why:
+                refused.append(str(why))
+                continue
+            flag = streaming_flag_symbol(_name(function))
+            if flag not in declared:
+                _declare_flag(module, flag)
+                declared.add(flag)
+            _stream(plan, flag)
+            streamed += 1
+        if streamed:
+            _fence_publications(function)
+    if not refused:
         return None
-    inner = re.fullmatch(rf"load ptr, ptr ({_NAME}), align \d+", entry.defs.get(match.group(1), ""))
-    if not inner:
-        return None
-    args_array = entry.params[0]
-    address = inner.group(1)
-    if address == args_array:
-        return 0
-    offset = re.fullmatch(rf"getelementptr (?:inbounds )?(?:nuw )?(i8|ptr), ptr {re.escape(args_array)}, i64 (\d+)",
-                          entry.defs.get(address, ""))
-    if not offset:
-        return None
-    return int(offset.group(2)) // (8 if offset.group(1) == "i8" else 1)
+    return f"gave up on {len(refused)} of {candidates} loops storing into arguments (first: {refused[0]})"
 
 
-def _streams(function: _Function, line: str, roots: _Roots) -> bool:
-    match = _STORE.match(line)
-    if not match or match.group(4) not in _ELEMENT_BYTES:
+def _kernel_functions(module) -> list:
+    return [op.operation for op in module.body.operations
+            if op.operation.name == "func.func" and "sym_visibility" not in op.operation.attributes
+            and len(op.operation.regions[0].blocks) > 0]
+
+
+def _name(function) -> str:
+    from mlir import ir
+    return ir.StringAttr(function.attributes["sym_name"]).value
+
+
+def _innermost_loop(op) -> bool:
+    if op.name != "scf.for":
         return False
-    if int(match.group(3)) * _ELEMENT_BYTES[match.group(4)] < MIN_VECTOR_BYTES:
+    return not collect_ops(op, lambda inner: inner != op and inner.name in LOOPS)
+
+
+def _stores_in(loop) -> list:
+    return collect_ops(loop, lambda op: op.name == "memref.store")
+
+
+def _argument_root(memref, function):
+    """The kernel argument whose memory `memref` views, or None (a buffer of the kernel's own, unknown)."""
+    while True:
+        op = defining_op(memref)
+        if op is None:
+            return memref if memref.owner == function.regions[0].blocks[0] else None
+        if op.name not in VIEW_OPS:
+            return None
+        memref = op.operands[0]
+
+
+# ------------------------------------------------------------------------------------------ analysis
+
+
+def _plan(loop, function) -> _Plan:
+    """The plan for `loop`, or _NotStreamable saying why it has none."""
+    if constant_int(loop.operands[2]) != 1:
+        raise _NotStreamable("a loop whose step is not 1")
+    if len(loop.results):
+        raise _NotStreamable("a loop with loop-carried values")
+    index = loop.regions[0].blocks[0].arguments[0]
+    stores, loads, varying = [], [], {index}
+    _walk_body(loop.regions[0].blocks[0], loop, index, varying, stores, loads, function)
+    if not stores:
+        raise _NotStreamable("a loop whose stores are in branches")
+    widest = max(_element_bytes(s.operands[0].type) for s in stores)
+    stores.sort(key=lambda s: -_element_bytes(s.operands[0].type))
+    _check_overlaps(stores, loads, function)
+    return _Plan(loop, stores, LINE_BYTES // widest, varying - {index})
+
+
+def _walk_body(block, loop, index, varying, stores, loads, function) -> None:
+    for op in list(block.operations)[:-1]:
+        op = op.operation
+        if op.name == "memref.store":
+            _check_store(op, loop, index, function)
+            stores.append(op)
+        elif op.name == "memref.load":
+            if _indexed_by_loop(op, 1, loop, index, "a load"):
+                if not _in_memory(op.results[0].type):
+                    raise _NotStreamable(f"a load of {op.results[0].type} values")
+                varying.add(op.results[0])
+            loads.append(op)
+        elif op.name == "scf.if" and _constant_condition(op) is not None:
+            taken = op.regions[0 if _constant_condition(op) else 1]
+            if not taken.blocks:
+                continue
+            _walk_body(taken.blocks[0], loop, index, varying, stores, loads, function)
+            yields = taken.blocks[0].operations[len(taken.blocks[0].operations) - 1].operands
+            varying.update(r for r, given in zip(op.results, yields) if given in varying)
+        elif op.name.startswith(("arith.", "math.")) and not op.regions:
+            if index in op.operands:
+                raise _NotStreamable(f"{op.name} computes with the loop index")
+            if any(v in varying for v in op.operands):
+                if not all(_is_scalar_number(r.type) for r in op.results):
+                    raise _NotStreamable(f"{op.name} yields index or vector values")
+                varying.update(op.results)
+        else:
+            raise _NotStreamable(f"a loop with {op.name}")
+
+
+def _constant_condition(branch):
+    """The condition of an scf.if when a constant (split-loops-at-bounds leaves them), or None."""
+    from mlir import ir
+    op = defining_op(branch.operands[0])
+    if op is None or op.name != "arith.constant":
+        return None
+    value = op.attributes["value"]
+    if isinstance(value, ir.BoolAttr):
+        return value.value
+    return bool(ir.IntegerAttr(value).value) if isinstance(value, ir.IntegerAttr) else None
+
+
+def _check_store(op, loop, index, function) -> None:
+    if _argument_root(op.operands[1], function) is None:
+        raise _NotStreamable("a loop that also stores into a buffer of its own")
+    if not _indexed_by_loop(op, 2, loop, index, "a store"):
+        raise _NotStreamable("a store whose last index is not the loop index")
+    if not _in_memory(op.operands[0].type):
+        raise _NotStreamable(f"a store of {op.operands[0].type} values")
+
+
+def _indexed_by_loop(op, first_index: int, loop, index, what: str) -> bool:
+    """Whether the access `op` (its memref at first_index - 1, its indices from first_index) reads or writes
+    element `index` of a contiguous last dimension, every other index the same throughout the loop (True),
+    or one place throughout the loop (False). Raises _NotStreamable for any other access."""
+    memref, indices = op.operands[first_index - 1], list(op.operands)[first_index:]
+    if not defined_outside(memref, loop):
+        raise _NotStreamable(f"{what} through a view made in the loop")
+    if all(defined_outside(i, loop) for i in indices):
         return False
-    return bool(roots.of(function, match.group(6)))
+    if not indices or indices[-1] != index or not all(defined_outside(i, loop) for i in indices[:-1]):
+        raise _NotStreamable(f"{what} indexed by more than the loop index in its last dimension")
+    if _last_stride(memref.type) != 1:
+        raise _NotStreamable(f"{what} along a dimension that is not contiguous")
+    return True
 
 
-def _call_helper(line: str, helpers: dict) -> str:
-    indent, vector, lanes, element, value, pointer, align = _STORE.match(line).groups()
-    name = f"spine.stream.v{lanes}{element}.a{align}"
-    helpers[name] = (int(lanes), element, int(align))
-    return f"{indent}call void @{name}(ptr {pointer}, {vector} {value}, i1 %spine.streams)"
+def _last_stride(memref_type):
+    from mlir import ir
+    strides, _ = ir.MemRefType(memref_type).get_strides_and_offset()
+    return strides[-1] if strides else None
 
 
-def _first_instruction(lines: list) -> int:
-    """Where the entry block's instructions start (after its label, if it has one)."""
-    return 1 if lines and re.match(r"^[-\w.$]+:", lines[0]) else 0
+def _is_scalar_number(ty) -> bool:
+    from mlir import ir
+    return isinstance(ty, (ir.IntegerType, ir.FloatType))
 
 
-def _reassemble(lines: list, functions: dict) -> str:
-    out, index = [], 0
-    for function in sorted(functions.values(), key=lambda f: f.start):
-        out += lines[index:function.start + 1] + function.lines
-        index = function.end
-    return "\n".join(out + lines[index:])
+def _in_memory(ty) -> bool:
+    """Whether a vector of `ty` is laid out in memory as the elements one after another (not i1's bits)."""
+    from mlir import ir
+    return _is_scalar_number(ty) and (ir.FloatType(ty).width if isinstance(ty, ir.FloatType)
+                                      else ir.IntegerType(ty).width) in (8, 16, 32, 64)
 
 
-def _next_metadata_id(llvm_ir: str) -> int:
-    return max((int(n) for n in re.findall(r"^!(\d+) = ", llvm_ir, re.M)), default=-1) + 1
+def _element_bytes(ty) -> int:
+    from mlir import ir
+    width = ir.IntegerType(ty).width if isinstance(ty, ir.IntegerType) else ir.FloatType(ty).width
+    return width // 8
 
 
-def _declarations(helpers: dict, metadata_id: int) -> str:
-    parts = ["declare void @llvm.x86.sse.sfence()",
-             f"!{metadata_id} = !{{i32 1}}"]
-    for name, (lanes, element, align) in helpers.items():
-        parts.append(_helper(name, lanes, element, align, f"!{metadata_id}"))
-    return "\n".join(parts) + "\n"
+def _check_overlaps(stores, loads, function) -> None:
+    """Loads of memory the loop stores into: lane by lane as before only when they read the element the
+    store writes, through the same view."""
+    stored = {_argument_root(s.operands[1], function): s for s in stores}
+    for load in loads:
+        store = stored.get(_argument_root(load.operands[0], function))
+        if store is None:
+            continue
+        if load.operands[0] != store.operands[1] or list(load.operands)[1:] != list(store.operands)[2:]:
+            raise _NotStreamable("a load of memory the loop stores into, elsewhere than it stores")
 
 
-def _helper(name: str, lanes: int, element: str, align: int, nontemporal: str) -> str:
-    """The store as a function (inlined afterwards): the whole vector non-temporal when its address is
-    aligned to it; its two halves when aligned to half (rows of 1000 floats start 32 bytes apart); as before
-    otherwise."""
-    vector, whole = f"<{lanes} x {element}>", lanes * _ELEMENT_BYTES[element]
-    half_lanes = lanes // 2
-    half = f"<{half_lanes} x {element}>"
-    halves = whole // 2 >= MIN_VECTOR_BYTES
-    low_mask = ", ".join(f"i32 {i}" for i in range(half_lanes))
-    high_mask = ", ".join(f"i32 {i}" for i in range(half_lanes, lanes))
-    body = [
-        f"define internal void @{name}(ptr %p, {vector} %v, i1 %streams) alwaysinline {{",
-        "  %address = ptrtoint ptr %p to i64",
-        f"  %low = and i64 %address, {whole - 1}",
-        "  %aligned = icmp eq i64 %low, 0",
-        "  %whole = and i1 %streams, %aligned",
-        "  br i1 %whole, label %stream, label %other",
-        "stream:",
-        f"  store {vector} %v, ptr %p, align {whole}, !nontemporal {nontemporal}",
-        "  ret void",
-        "other:",
-    ]
-    if halves:
-        body += [
-            f"  %half.low = and i64 %address, {whole // 2 - 1}",
-            "  %half.aligned = icmp eq i64 %half.low, 0",
-            "  %split = and i1 %streams, %half.aligned",
-            "  br i1 %split, label %halves, label %plain",
-            "halves:",
-            f"  %lo = shufflevector {vector} %v, {vector} poison, <{half_lanes} x i32> <{low_mask}>",
-            f"  %hi = shufflevector {vector} %v, {vector} poison, <{half_lanes} x i32> <{high_mask}>",
-            f"  %upper = getelementptr i8, ptr %p, i64 {whole // 2}",
-            f"  store {half} %lo, ptr %p, align {whole // 2}, !nontemporal {nontemporal}",
-            f"  store {half} %hi, ptr %upper, align {whole // 2}, !nontemporal {nontemporal}",
-            "  ret void",
-            "plain:",
-        ]
-    body += [f"  store {vector} %v, ptr %p, align {align}", "  ret void", "}"]
-    return "\n".join(body)
+# ------------------------------------------------------------------------------------------ the rewrite
+
+
+def _declare_flag(module, flag: str) -> None:
+    """The flag the entry point defines (entry.py), declared in the kernel's module."""
+    from mlir import ir
+    from mlir.dialects import llvm
+    with ir.InsertionPoint.at_block_begin(module.body):
+        llvm.GlobalOp(ir.IntegerType.get_signless(8), flag, ir.Attribute.parse("#llvm.linkage<external>"))
+
+
+def _stream(plan: _Plan, flag: str) -> None:
+    from mlir import ir
+    from mlir.dialects import arith, scf
+    loop = plan.loop
+    lower, upper = loop.operands[0], loop.operands[1]
+    index_type = ir.IndexType.get()
+    with ir.InsertionPoint(loop), loop.location:
+        aligned, go = _aligned_start(plan, flag, lower, upper)
+        branch = scf.IfOp(go, [index_type], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            head = loop.clone(ip=ir.InsertionPoint(branch.then_block))
+            head.operands[1] = aligned
+            lanes = _index(plan.lanes)
+            count = arith.muli(arith.divui(arith.subi(upper, aligned), lanes), lanes)
+            end = arith.addi(aligned, count)
+            vector_loop = scf.ForOp(aligned, end, lanes)
+            with ir.InsertionPoint(vector_loop.body):
+                _vector_body(plan, vector_loop.induction_variable)
+                scf.YieldOp([])
+            scf.YieldOp([end])
+        with ir.InsertionPoint(branch.else_block):
+            scf.YieldOp([lower])
+    loop.operands[0] = branch.results[0]
+
+
+def _index(value: int):
+    from mlir import ir
+    from mlir.dialects import arith
+    return arith.constant(ir.IndexType.get(), value)
+
+
+def _aligned_start(plan: _Plan, flag: str, lower, upper):
+    """(the first index at which the widest store's address is a line's, at most `upper`; whether the
+    streaming loop runs: the flag is set, that address is a whole number of elements away, and every other
+    store is aligned to its vector there too)."""
+    from mlir import ir
+    from mlir.dialects import arith, llvm
+    first = plan.stores[0]
+    element = _element_bytes(first.operands[0].type)
+    address = _address(first, lower)
+    misalignment = arith.remui(address, _index(LINE_BYTES))
+    gap = arith.remui(arith.subi(_index(LINE_BYTES), misalignment), _index(LINE_BYTES))
+    aligned = arith.minsi(arith.addi(lower, arith.divui(gap, _index(element))), upper)
+    pointer = llvm.mlir_addressof(ir.Type.parse("!llvm.ptr"), flag)
+    value = llvm.load(ir.IntegerType.get_signless(8), pointer)
+    go = arith.cmpi(arith.CmpIPredicate.ne, value, arith.constant(ir.IntegerType.get_signless(8), 0))
+    go = arith.andi(go, _divisible(address, element))
+    for store in plan.stores[1:]:
+        vector_bytes = plan.lanes * _element_bytes(store.operands[0].type)
+        if vector_bytes >= MIN_VECTOR_BYTES:
+            go = arith.andi(go, _divisible(_address(store, aligned), vector_bytes))
+    return aligned, go
+
+
+def _divisible(address, by: int):
+    from mlir.dialects import arith
+    return arith.cmpi(arith.CmpIPredicate.eq, arith.remui(address, _index(by)), _index(0))
+
+
+def _address(store, at):
+    """The byte address `store` writes in the iteration whose index is `at`, as an index."""
+    from mlir.dialects import arith, memref
+    target, indices = store.operands[1], list(store.operands)[2:-1]
+    rank = len(indices) + 1
+    metadata = memref.ExtractStridedMetadataOp(target)
+    offset, strides = metadata.results[1], list(metadata.results)[2 + rank:]
+    linear = arith.addi(offset, at)
+    for i, stride in zip(indices, strides):
+        linear = arith.addi(linear, arith.muli(i, stride))
+    base = memref.extract_aligned_pointer_as_index(target)
+    return arith.addi(base, arith.muli(linear, _index(_element_bytes(store.operands[0].type))))
+
+
+def _vector_body(plan: _Plan, index) -> None:
+    """The loop's body `plan.lanes` iterations at a time, at the insertion point: varying values as vectors,
+    the others as before."""
+    values = {plan.loop.regions[0].blocks[0].arguments[0]: index}
+    _vector_ops(plan.loop.regions[0].blocks[0], plan, values, {})
+
+
+def _vector_ops(block, plan: _Plan, values: dict, broadcasts: dict) -> None:
+    from mlir import ir
+    from mlir.dialects import vector
+    for op in list(block.operations)[:-1]:
+        op = op.operation
+        operands = [values.get(v, v) for v in op.operands]
+        if op.name == "scf.if":
+            region = op.regions[0 if _constant_condition(op) else 1]
+            if not region.blocks:
+                continue
+            taken = region.blocks[0]
+            _vector_ops(taken, plan, values, broadcasts)
+            for result, given in zip(op.results, taken.operations[len(taken.operations) - 1].operands):
+                values[result] = values.get(given, given)
+        elif op.name == "memref.store":
+            lanes = plan.lanes
+            stored = _as_vector(op.operands[0], operands[0], plan, broadcasts)
+            vector_bytes = lanes * _element_bytes(op.operands[0].type)
+            streams = vector_bytes >= MIN_VECTOR_BYTES
+            vector.StoreOp(stored, operands[1], operands[2:], nontemporal=streams or None,
+                           alignment=vector_bytes if streams else None)
+        elif op.results and op.results[0] in plan.varying and op.name == "memref.load":
+            values[op.results[0]] = vector.load(_vector_type(op.results[0].type, plan), operands[0], operands[1:])
+        elif op.results and op.results[0] in plan.varying:
+            vectors = [_as_vector(v, mapped, plan, broadcasts) for v, mapped in zip(op.operands, operands)]
+            attributes = {name: op.attributes[name] for name in op.attributes}
+            new = ir.Operation.create(op.name, [_vector_type(r.type, plan) for r in op.results], vectors,
+                                      attributes)
+            values.update(zip(op.results, new.results))
+        else:
+            new = op.clone(ip=ir.InsertionPoint.current)
+            for position, mapped in enumerate(operands):
+                new.operands[position] = mapped
+            values.update(zip(op.results, new.results))
+
+
+def _vector_type(ty, plan: _Plan):
+    from mlir import ir
+    return ir.VectorType.get([plan.lanes], ty)
+
+
+def _as_vector(original, mapped, plan: _Plan, broadcasts: dict):
+    """`mapped` (what the body's value `original` became) as a vector: itself when it varies, broadcast
+    otherwise (once per value)."""
+    from mlir.dialects import vector
+    if original in plan.varying:
+        return mapped
+    if original not in broadcasts:
+        broadcasts[original] = vector.broadcast(_vector_type(original.type, plan), mapped)
+    return broadcasts[original]
+
+
+def _fence_publications(function) -> None:
+    """An sfence before each atomic operation and fence of `function`."""
+    from mlir import ir
+    from mlir.dialects import llvm
+    for op in collect_ops(function, lambda op: op.name in PUBLISHING_OPS):
+        with ir.InsertionPoint(op), op.location:
+            llvm.call_intrinsic(None, "llvm.x86.sse.sfence", [], [], [])
