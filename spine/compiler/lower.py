@@ -202,9 +202,11 @@ def _expand_math(module, choices) -> None:
 
 
 def _on_module(rewrite: Callable) -> Callable:
-    """A rewrite that takes only the module, as a pass's rewrite(module, choices)."""
+    """A rewrite that takes only the module, as a pass's rewrite(module, choices); what it says when it gives
+    up (a string) is the pass's outcome, any other result is the rewrite's own."""
     def run(module, choices):
-        return rewrite(module)
+        note = rewrite(module)
+        return note if isinstance(note, str) else None
     run.__doc__ = rewrite.__doc__
     return run
 

@@ -418,3 +418,15 @@ func.func @k(%a: memref<?xf32>) {
 CHECK: #llvm.di_compile_unit<{{.*}}emissionKind = LineTablesOnly>
 CHECK: #llvm.di_subprogram<{{.*}}name = "k"{{.*}}line = 1
 """)
+
+
+def test_a_rewrite_that_returns_a_value_of_its_own_still_counts_as_run():
+    """Only a string is what a pass says when it gives up (smt-parallel-loops' rewrite returns whether it
+    found loops)."""
+    from spine.compiler.lower import _on_module
+    from spine.compiler.passes import Pass, run_pipeline
+    steps = (Pass("returns-true", "", _on_module(lambda module: True)),
+             Pass("gives-up", "", _on_module(lambda module: "gave up: no reason")))
+    record = run_pipeline(object(), steps, None)
+    assert record.outcomes == [("returns-true", "ran"), ("gives-up", "gave up: no reason")]
+    assert record.gave_up() == [("gives-up", "gave up: no reason")]
