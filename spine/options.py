@@ -1,8 +1,22 @@
-"""Compile options: what the triton frontend reads, what users pass, and what changes our output."""
+"""Compile options: what the triton frontend reads, what users pass, and what changes our output.
+
+Triton refuses a launch keyword that is not a field here ("Keyword argument ... was specified but
+unrecognised"), so the options kernels written for other backends pass are fields too: triton-cpu's
+(`num_cpu_threads` and `num_threads` cap the grid's threads for the kernel's launches; `assume_in_bounds`
+is accepted and changes nothing, since Spine checks masks in any case) and the GPU backends' tuning knobs
+(GPU_ONLY: accepted, ignored, one warning per name and process, and left out of the compile key)."""
 from __future__ import annotations
 
+import threading
+import warnings
 from dataclasses import dataclass, fields
 from typing import Optional, Tuple
+
+# Options of NVIDIA's, AMD's and triton-cpu's backends that tune code for hardware Spine does not target.
+GPU_ONLY = ("maxnreg", "ptx_version", "ptx_options", "enable_reflect_ftz", "waves_per_eu", "matrix_instr_nonkdim",
+            "kpack", "allow_flush_denorm", "schedule_hint", "cluster_dims", "num_buffers_warp_spec",
+            "num_consumer_groups", "reg_dec_producer", "reg_inc_consumer", "enable_fast_math", "vec_lib",
+            "enable_vector_xsmm", "enable_triton_xsmm", "enable_raise_block_pointer")
 
 
 @dataclass(frozen=True)
@@ -41,15 +55,61 @@ class CPUOptions:
     # True: every load copies its tile (the variant the launcher falls back to when read-only arguments
     # overlap written memory); False: loads from never-written arguments read in place.
     alias_safe: bool = False
+    # triton-cpu's: the most threads the grid runs on for this kernel's launches (0: SPINE_NUM_THREADS, or
+    # every core); num_threads is its older name.
+    num_cpu_threads: int = 0
+    num_threads: int = 0
+    assume_in_bounds: bool = False
+    # GPU_ONLY's options, each None unless given
+    maxnreg: Optional[int] = None
+    ptx_version: Optional[int] = None
+    ptx_options: Optional[str] = None
+    enable_reflect_ftz: Optional[bool] = None
+    waves_per_eu: Optional[int] = None
+    matrix_instr_nonkdim: Optional[int] = None
+    kpack: Optional[int] = None
+    allow_flush_denorm: Optional[bool] = None
+    schedule_hint: Optional[str] = None
+    cluster_dims: Optional[tuple] = None
+    num_buffers_warp_spec: Optional[int] = None
+    num_consumer_groups: Optional[int] = None
+    reg_dec_producer: Optional[int] = None
+    reg_inc_consumer: Optional[int] = None
+    enable_fast_math: Optional[bool] = None
+    vec_lib: Optional[str] = None
+    enable_vector_xsmm: Optional[bool] = None
+    enable_triton_xsmm: Optional[bool] = None
+    enable_raise_block_pointer: Optional[bool] = None
 
     def __post_init__(self):
         if self.num_warps <= 0 or (self.num_warps & (self.num_warps - 1)):
             raise ValueError(f"num_warps must be a power of two, got {self.num_warps}")
+        for name in ("num_cpu_threads", "num_threads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a whole number of threads, 0 for all cores; got {value!r}")
 
     def hash(self) -> str:
         import hashlib
-        key = "_".join(f"{f.name}-{getattr(self, f.name)}" for f in fields(self))
+        key = "_".join(f"{f.name}-{getattr(self, f.name)}" for f in fields(self) if f.name not in GPU_ONLY)
         return hashlib.sha256(key.encode()).hexdigest()
+
+
+_warned: set = set()
+_warned_lock = threading.Lock()
+
+
+def warn_ignored(opts: dict) -> None:
+    """One warning per GPU-only option name given, per process."""
+    for name in GPU_ONLY:
+        if opts.get(name) is None:
+            continue
+        with _warned_lock:
+            if name in _warned:
+                continue
+            _warned.add(name)
+        warnings.warn(f"Spine: the launch option {name}={opts[name]!r} tunes code for GPUs; CPUs ignore it",
+                      RuntimeWarning, stacklevel=4)
 
 
 def environment_switches() -> dict:

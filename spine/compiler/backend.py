@@ -20,7 +20,7 @@ from dataclasses import fields
 from triton.backends.compiler import BaseBackend, GPUTarget
 
 from ..cache import use_verified_cache
-from ..options import CPUOptions, environment_switches
+from ..options import CPUOptions, environment_switches, warn_ignored
 from ..targets import target_from_name
 
 
@@ -74,6 +74,7 @@ class CPUBackend(BaseBackend):
         return f"spine-{_spine_source_hash()}-{toolchain_versions()}-{t.triple}-{t.cpu}-{t.features}"
 
     def parse_options(self, opts) -> CPUOptions:
+        warn_ignored(opts)
         args = {k: opts[k] for k in (f.name for f in fields(CPUOptions)) if k in opts and opts[k] is not None}
         t = self.cpu_target
         args.update(arch=t.name, triple=t.triple, cpu=t.cpu, features=t.features, **environment_switches())

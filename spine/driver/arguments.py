@@ -36,6 +36,7 @@ class Arguments:
     params: tuple[Param, ...]
     values: tuple
     written: frozenset[int]
+    threads: int = 0     # the grid's threads the kernel asks for (its num_cpu_threads option); 0: the default
 
     def slots(self) -> list[int]:
         """The entry point's 8-byte slots when tensors are passed by their data pointer."""

@@ -127,6 +127,7 @@ class CPULauncher:
         self.extents = extent_params(params) if facts.bounds_checked else []
         self.all_params = self.params + tuple(self.extents)
         self._alias_safe_kernel = None
+        self.threads = requested_threads(metadata)
 
     def _overlaps_written_memory(self, values) -> bool:
         """Whether an argument the kernel reads in place shares bytes with one it writes."""
@@ -176,7 +177,7 @@ class CPULauncher:
         if launch_enter_hook is not None:
             launch_enter_hook(launch_metadata)
         with _bounds_errors_recognised():
-            function.launch(grid, Arguments(self.all_params, tuple(values), self.written))
+            function.launch(grid, Arguments(self.all_params, tuple(values), self.written, self.threads))
         if launch_exit_hook is not None:
             launch_exit_hook(launch_metadata)
 
@@ -263,5 +264,12 @@ def make_launcher(src, metadata):
         runtime = executor_for(target, True).runtime
         run_grid, assert_pending = runtime.address("spine_host_run_grid"), runtime.address("spine_assert_pending")
     extents = [POINTEE_BYTES[p.pointee] for p in launcher.params if p.is_pointer] if launcher.extents else []
+    settings = functools.partial(runtime_settings, launcher.threads) if launcher.threads else runtime_settings
     return extension.DirectLauncher(params, extents, torch.Tensor, session._sessions, run_grid, assert_pending,
-                                    runtime_settings, launcher, launcher.finish)
+                                    settings, launcher, launcher.finish)
+
+
+def requested_threads(metadata) -> int:
+    """The grid's threads a compiled kernel's options ask for (num_cpu_threads, or triton-cpu's older
+    num_threads); 0: none."""
+    return getattr(metadata, "num_cpu_threads", 0) or getattr(metadata, "num_threads", 0) or 0

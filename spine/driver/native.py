@@ -129,7 +129,7 @@ class NativeKernel:
         slots = (ctypes.c_uint64 * max(n, 1))(*args.slots())
         base = ctypes.addressof(slots)
         pointers = (ctypes.c_void_p * max(n, 1))(*range(base, base + 8 * n, 8))
-        threads, timeout_ns = default_num_threads(), host_kernel_timeout_ns()   # a bad value raises here
+        threads, timeout_ns = default_num_threads(args.threads), host_kernel_timeout_ns()   # a bad value raises here
         plan = proton.plan_launch(self.instrumented)
         if plan is None:
             self.check(self.runtime.run_grid(self.entry, pointers, grid, threads, timeout_ns))

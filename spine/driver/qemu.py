@@ -349,7 +349,7 @@ class QemuKernel:
             for span in spans:
                 ctypes.memmove(arena + span.arena_offset, span.lo, span.hi - span.lo)
             plan = proton.plan_launch(self.instrumented)
-            message = protocol.run_message(handle, grid, default_num_threads(), self._kind_bytes(args.params), slots,
+            message = protocol.run_message(handle, grid, default_num_threads(args.threads), self._kind_bytes(args.params), slots,
                                            None if plan is None else plan.programs)
             started, clock = time.monotonic_ns(), time.perf_counter_ns()
             try:

@@ -31,7 +31,7 @@ from .arguments import Arguments
 from .qemu import arena_layout
 from .remote_link import START_TIMEOUT, RemoteConnectionLost, RemoteLink
 from .settings import guest_kernel_timeout as kernel_timeout
-from .settings import kernel_server_options, num_threads
+from .settings import board_num_threads, kernel_server_options
 from .source_lines import with_source_line
 
 # Stream mode's own commands (cpp/kernel_server.c).
@@ -254,7 +254,7 @@ class RemoteKernel:
         writes = self._send_ranges(server, spans)
         plan = proton.plan_launch(self.instrumented)
         kinds = bytes(protocol.KIND_ARENA_OFFSET if p.is_pointer else protocol.KIND_VALUE for p in args.params)
-        threads = num_threads() or 0   # 0: all the board's cores
+        threads = board_num_threads(args.threads)
         started, clock = time.monotonic_ns(), time.perf_counter_ns()
         server.send_framed(protocol.run_message(handle, grid, threads, kinds, slots,
                                                 None if plan is None else plan.programs))

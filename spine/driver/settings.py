@@ -26,9 +26,17 @@ def num_threads() -> int | None:
     return None if value is None else min(value, _MOST_THREADS)
 
 
-def default_num_threads() -> int:
-    """The grid's threads for this process's launches: SPINE_NUM_THREADS, else this machine's cores."""
+def default_num_threads(requested: int = 0) -> int:
+    """The grid's threads for a launch: what its kernel asks for (the num_cpu_threads option), else
+    SPINE_NUM_THREADS, else this machine's cores."""
+    if requested:
+        return min(requested, _MOST_THREADS)
     return num_threads() or CORES
+
+
+def board_num_threads(requested: int = 0) -> int:
+    """The same for a board, whose cores only it knows: 0 there means all of them."""
+    return min(requested, _MOST_THREADS) if requested else (num_threads() or 0)
 
 
 def _kernel_timeout() -> float:
@@ -70,6 +78,8 @@ class RuntimeSettings(NamedTuple):
     timeout_ns: int
 
 
-def runtime_settings() -> RuntimeSettings:
-    """Read anew whenever the environment changed; a bad value raises ValueError naming the variable."""
-    return RuntimeSettings(default_num_threads(), bool(switches.KERNEL_CAPTURE.get()), host_kernel_timeout_ns())
+def runtime_settings(requested_threads: int = 0) -> RuntimeSettings:
+    """Read anew whenever the environment changed; a bad value raises ValueError naming the variable.
+    `requested_threads`: the kernel's num_cpu_threads option (0: none)."""
+    return RuntimeSettings(default_num_threads(requested_threads), bool(switches.KERNEL_CAPTURE.get()),
+                           host_kernel_timeout_ns())
