@@ -7,7 +7,9 @@ profiler` must work with the unmodified triton wheel, whose directories we do no
 finder maps those names onto Spine modules when (and only when) they are imported.
 
 The same finder follows the import of `triton.profiler` (triton's own module, loaded as it is) with
-spine.proton.triton_api.install, which lets `proton.start(..., backend="cpu")` reach Spine's profiler.
+spine.proton.triton_api.install, which lets `proton.start(..., backend="cpu")` reach Spine's profiler, and
+that of `triton.runtime.driver` with spine.triton_backend.driver_choice.install (triton-cpu's
+`set_active_to_cpu()`).
 """
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ ALIASES = {
 PACKAGES = ("spine.triton_backend", "spine.language.smt", "spine.language.cpu", "spine.proton")
 
 # triton modules whose import is followed by a hook of ours: module → "spine module:function"
-FOLLOWED = {"triton.profiler": "spine.proton.triton_api:install"}
+FOLLOWED = {"triton.profiler": "spine.proton.triton_api:install",
+            "triton.runtime.driver": "spine.triton_backend.driver_choice:install"}
 
 
 def _run_hook(spec: str) -> None:

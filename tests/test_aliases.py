@@ -22,3 +22,38 @@ def test_alias_imports_as_its_spine_module(name):
 def test_alias_imports_in_a_fresh_process(statement):
     # the way users write it: triton imported first, nothing of Spine's imported by hand
     subprocess.run([sys.executable, "-c", f"import triton; {statement}"], check=True)
+
+
+TRITON_CPU_DRIVER_CHOICE = """
+import torch, triton, triton.language as tl
+from spine.driver import CPUDriver
+triton.runtime.driver.set_active_to_cpu()
+assert isinstance(triton.runtime.driver.active, CPUDriver), triton.runtime.driver.active
+assert triton.runtime.driver.active.target.name == "host"
+assert triton.runtime.driver.get_active_gpus() == []
+try:
+    triton.runtime.driver.set_active_to_gpu()
+except RuntimeError as err:
+    assert "0 GPU drivers are active" in str(err), err
+else:
+    raise AssertionError("set_active_to_gpu chose a driver on a machine without a GPU")
+
+@triton.jit
+def double(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+x = torch.arange(10, dtype=torch.float32)
+triton.runtime.driver.set_active_to_cpu()   # a second time: a fresh driver, as the fork's does
+double[(1,)](x, 10, BLOCK=16)
+assert torch.equal(x, torch.arange(10, dtype=torch.float32) * 2)
+"""
+
+
+def test_triton_cpus_driver_choice_works_as_written(monkeypatch, tmp_path):
+    """triton-cpu's set_active_to_cpu / set_active_to_gpu / get_active_gpus on stock triton's driver, with
+    nothing of Spine's imported before triton (the import is what the fork's code does first)."""
+    monkeypatch.setenv("SPINE_TARGET", "host")
+    script = tmp_path / "fork_code.py"      # a file: triton.jit reads the kernel's source from it
+    script.write_text(TRITON_CPU_DRIVER_CHOICE)
+    subprocess.run([sys.executable, str(script)], check=True)
