@@ -16,7 +16,8 @@ import warnings
 from ..cache import atomic_write_bytes
 from ..errors import SpineCompilationError
 from ..kernel_facts import METADATA_KEY, KernelFacts
-from ..targets import generic_cpu
+from ..device_shape import kernel_shared_bytes
+from ..targets import generic_cpu, target_from_name
 from .compile_worker import NativeCrash, StageTimeout, pool
 from .dump import dump_artifact
 
@@ -54,6 +55,7 @@ def make_linalg(mod, metadata, options):
                                   bounds_checked=kernel.bounds_checked,
                                   stored_bytes_per_program=kernel.stored_bytes_per_program)
     metadata[METADATA_KEY] = facts.to_metadata()
+    metadata["shared"] = kernel_shared_bytes(kernel.largest_tile_bytes, target_from_name(options.arch))
     dump_artifact(options.dump_path, metadata["name"], "linalg", kernel.text)
     return kernel.text
 

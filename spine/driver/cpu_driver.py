@@ -12,7 +12,9 @@ from ..cache import atomic_write_bytes, cache_dir
 from .. import switches
 from ..switches import compile_key_values
 from ..targets import Target, host_target, riscv64_target, target_from_name
+from ..device_shape import device_properties, vector_registers
 from .executor import executor_for
+from .settings import default_num_threads
 from .launcher import launch_extension, make_launcher
 
 
@@ -58,6 +60,9 @@ def _holds(path: str, data: bytes) -> bool:
 class CPUUtils:
     """The `driver.utils` object triton's CompiledKernel talks to."""
 
+    def __init__(self, driver=None):
+        self.driver = driver
+
     def load_binary(self, name, kernel: bytes, shared, device):
         # The binary says what it was built for: kernels compiled elsewhere (Inductor's compile workers,
         # another process's cache) run where they can, whatever this driver's current target.
@@ -67,13 +72,21 @@ class CPUUtils:
         if not _holds(path, kernel):  # missing, or damaged since it was written
             atomic_write_bytes(path, kernel)
         loaded = _executor_for(target).load(name, path)
-        # (module, function, n_regs, n_spills, n_max_threads)
-        return loaded, loaded, 0, 0, 1 << 30
+        # (module, function, n_regs, n_spills, n_max_threads): device_shape.py says what they mean here
+        return loaded, loaded, vector_registers(target), 0, 1 << 30
 
     def get_device_properties(self, device):
-        return {"max_shared_mem": 1 << 62, "multiprocessor_count": os.cpu_count() or 1,
-                "max_num_regs": 1 << 16, "warpSize": 1, "mem_clock_rate": 0, "mem_bus_width": 0,
-                "sm_clock_rate": 0}
+        target = self.driver.target if self.driver is not None else target_from_name()
+        return device_properties(target, default_num_threads())
+
+
+def _give_torch_cpu_set_stream(torch) -> None:
+    """GPU-style code selects a stream through its device's module (Triton's tutorials:
+    `getattr(torch, DEVICE.type).set_stream(stream)`). torch.cpu has Stream and current_stream, and one
+    stream, but no set_stream: the missing setter is added, doing nothing (kernels run in the order they
+    are launched)."""
+    if not hasattr(torch.cpu, "set_stream"):
+        torch.cpu.set_stream = lambda stream: None
 
 
 class CPUDriver(DriverBase):
@@ -82,7 +95,7 @@ class CPUDriver(DriverBase):
     def __init__(self, target: str | None = None):
         super().__init__()
         self._target_name = target
-        self.utils = CPUUtils()
+        self.utils = CPUUtils(self)
         self.launcher_cls = make_launcher
 
     @property
@@ -131,6 +144,7 @@ class CPUDriver(DriverBase):
 
     def get_active_torch_device(self):
         import torch
+        _give_torch_cpu_set_stream(torch)
         return torch.device("cpu")
 
     def get_device_interface(self):

@@ -49,6 +49,7 @@ from . import (arith, atomics, block_pointers, control_flow, debug_ops, dot, dot
 from . import branches, calls, float_ops, fp8, proton_record  # noqa: F401
 from . import smt_calls, smt_dot, smt_rewrites, smt_scratch, smt_views  # noqa: F401
 from .bounds import BoundsCheck, extent_kinds
+from .working_set import largest_tile_bytes
 from .converter import Converter, RetryWithGather
 
 MAX_RETRIES = 16
@@ -65,6 +66,7 @@ class LinalgKernel:
     direct_load_args: tuple        # pointer arguments read in place (see convert_ttir)
     bounds_checked: bool = False   # every access checked against its argument's extent (bounds.py)
     stored_bytes_per_program: int = 0  # a lower bound (store.bytes_stored_per_program)
+    largest_tile_bytes: int = 0        # the largest tensor the kernel computes (device_shape.py)
 
 
 def new_context() -> ir.Context:
@@ -145,4 +147,4 @@ def convert_ttir(generic_ttir: str, direct_loads: bool = False, bounds_check: bo
             kinds = kinds + extent_kinds(kinds)
         return LinalgKernel(out.operation.get_asm(enable_debug_info=True), name, tuple(kinds),
                             tuple(sorted(conv.written_args)), views, tuple(sorted(direct)), bounds_check,
-                            store.bytes_stored_per_program(tt_func))
+                            store.bytes_stored_per_program(tt_func), largest_tile_bytes(tt_func))
