@@ -53,6 +53,7 @@ class Converter:
     # kernel-argument memrefs → their index among the kernel's runtime arguments
     argument_of: dict = field(default_factory=dict)
     written_args: set = field(default_factory=set)
+    integer_addresses: bool = False     # a pointer made from an integer is dereferenced (pointers.py)
     program_ids: list = field(default_factory=list)      # pid x, y, z then num_programs x, y, z
     forced_gather: frozenset = frozenset()
     loop_counter: int = 0                                 # numbers scf.for ops, stable across retries
@@ -110,7 +111,13 @@ class Converter:
                 handler = DIALECT_HANDLERS.get(name.split(".", 1)[0] + ".")
             if handler is None:
                 raise self.unsupported(op)
-            handler(self, op)
+            try:
+                handler(self, op)
+            except (SpineCompilationError, RetryWithGather, ir.MLIRError):
+                raise
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError, NotImplementedError) as err:
+                # A case a handler does not expect must still name the op and the kernel's source line.
+                raise self.unsupported(op, f"{type(err).__name__}: {err}") from err
 
     def clone(self, op) -> None:
         """Clone an upstream op at the insertion point with its operands made concrete (boolean tensors
