@@ -12,13 +12,15 @@ class KernelFacts:
     # The conversion's (to_linalg/function.py): each runtime argument's kind ("ptr" or a scalar type), the
     # arguments the kernel may store through, the extra memref views of arguments after the grid
     # arguments, the arguments read in place, whether loads and stores check bounds (debug), and a lower
-    # bound on the bytes each program stores (streaming stores).
+    # bound on the bytes each program stores (streaming stores); whether it dereferences pointers made from
+    # integers (host addresses: only code in this process can).
     arg_kinds: tuple = ()
     written_args: tuple = ()
     argument_views: tuple = ()
     direct_load_args: tuple = ()
     bounds_checked: bool = False
     stored_bytes_per_program: int = 0
+    integer_addresses: bool = False
     # The llir stage's: how LLVM built the kernel (a fallback may have replaced the requested CPU), and
     # the passes that gave up, with why.
     codegen: str = ""

@@ -120,6 +120,7 @@ class CPULauncher:
         params, self.sources = runtime_params(src)
         self.params = tuple(params)
         facts = KernelFacts.from_metadata(metadata)
+        _check_addresses_reachable(facts, metadata)
         self.written = frozenset(facts.written_args)
         self.read_in_place = facts.direct_load_args
         self.encoders = [None if p.is_pointer else scalar_encoder(p, self.kernel_name) for p in self.params]
@@ -267,6 +268,18 @@ def make_launcher(src, metadata):
     settings = functools.partial(runtime_settings, launcher.threads) if launcher.threads else runtime_settings
     return extension.DirectLauncher(params, extents, torch.Tensor, session._sessions, run_grid, assert_pending,
                                     settings, launcher, launcher.finish)
+
+
+def _check_addresses_reachable(facts: KernelFacts, metadata) -> None:
+    """A kernel that dereferences pointers made from integers (a table of tensors' data_ptr()s) reads this
+    process's addresses, which a QEMU guest or a board does not have."""
+    target = getattr(metadata, "arch", None)
+    native = target == "host" or (target == "riscv64" and platform.machine() == "riscv64")
+    if facts.integer_addresses and not native:
+        raise RuntimeError(f"kernel '{metadata.name}' dereferences pointers made from integers (tensors' "
+                           f"data_ptr() values, say), which are this process's addresses: it runs only where "
+                           f"kernels run in this process (SPINE_TARGET=host, or riscv64 on a riscv64 machine), "
+                           f"not under QEMU or on a board")
 
 
 def requested_threads(metadata) -> int:

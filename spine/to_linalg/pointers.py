@@ -47,15 +47,65 @@ def convert_addptr(conv, op):
 
 @handles("tt.int_to_ptr")
 def convert_int_to_ptr(conv, op):
-    conv.bind(op.results[0], st.IntegerAddress(conv.concrete(op.operands[0])))
+    """A scalar pointer made from an integer (a pointer table's entry: grouped GEMM, MoE) addresses memory
+    at that address, as a memref of its own; a tensor of such pointers only travels (selects, back to
+    integers)."""
+    from .types import is_pointer, pointee_type
+    address = conv.concrete(op.operands[0])
+    result = op.results[0]
+    if not isinstance(result.type, ir.ShapedType) and is_pointer(result.type) and _bit_width(pointee_type(result.type)):
+        element = pointee_type(result.type)
+        conv.integer_addresses = True
+        conv.bind(result, st.PointerState(memref_at(address, element), element, (), 0, (), address=address))
+        return
+    conv.bind(result, st.IntegerAddress(address))
+
+
+def memref_at(address: ir.Value, element: ir.Type) -> ir.Value:
+    """A memref<?xT> over the memory at the i64 `address`: the LLVM descriptor the memref lowering uses,
+    built directly (MLIR's memref dialect has no op that views a raw address) and cast to the memref type;
+    the cast disappears when the memref ops are lowered to the same descriptor. Its size is unknown: the
+    largest a 64-bit address space allows."""
+    from mlir.dialects import llvm
+    from .types import memref_of
+    i64 = ir.IntegerType.get_signless(64)
+    pointer = llvm.IntToPtrOp(ir.Type.parse("!llvm.ptr"), address).result
+    descriptor_type = ir.Type.parse("!llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>")
+    descriptor = llvm.PoisonOp(descriptor_type).result
+    fields = ((0, pointer), (1, pointer), (2, _i64(i64, 0)), ((3, 0), _i64(i64, 1 << 62)), ((4, 0), _i64(i64, 1)))
+    for position, value in fields:
+        position = list(position) if isinstance(position, tuple) else [position]
+        descriptor = llvm.InsertValueOp(descriptor, value, position).result
+    from mlir.dialects import builtin
+    return builtin.UnrealizedConversionCastOp([memref_of(element)], [descriptor]).results[0]
+
+
+def _i64(ty, value: int) -> ir.Value:
+    return arith.ConstantOp(ty, value).result
 
 
 @handles("tt.ptr_to_int")
 def convert_ptr_to_int(conv, op):
     address = conv.state(op.operands[0])
-    if not isinstance(address, st.IntegerAddress) or address.value.type != op.results[0].type:
+    result_type = op.results[0].type
+    if isinstance(address, st.PointerState) and address.address is not None and not address.shape:
+        conv.bind(op.results[0], _integer_of(address, result_type))
+        return
+    if not isinstance(address, st.IntegerAddress) or address.value.type != result_type:
         raise conv.unsupported(op, "the address of a pointer into an argument")
     conv.bind(op.results[0], address.value)
+
+
+def _integer_of(pointer: st.PointerState, ty: ir.Type) -> ir.Value:
+    """The integer a pointer made from one is, after the offsets added to it since."""
+    from .types import element_bytes
+    i64 = ir.IntegerType.get_signless(64)
+    offset = arith.IndexCastOp(i64, im.as_value(pointer.offset)).result
+    moved = arith.AddIOp(pointer.address, arith.MulIOp(offset, _i64(i64, element_bytes(pointer.element_type))).result)
+    value = moved.result
+    if ty != i64:
+        value = arith.TruncIOp(ty, value).result
+    return value
 
 
 @handles("tt.bitcast")
@@ -75,7 +125,9 @@ def convert_bitcast(conv, op):
     if source.element_type != new_elem:
         from .function import argument_view
         source = _rescaled(source, _bit_width(source.element_type), _bit_width(new_elem))
-        source = replace(source, base=argument_view(conv, source.base, new_elem), element_type=new_elem)
+        view = (memref_at(source.address, new_elem) if getattr(source, "address", None) is not None
+                else argument_view(conv, source.base, new_elem))
+        source = replace(source, base=view, element_type=new_elem)
     conv.bind(result, source)
 
 

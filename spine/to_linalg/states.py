@@ -11,7 +11,8 @@ immutable states record the recognised structure:
     MaskState     mask[i] = and_d (lo[d] <= i[d] < hi[d])            masks from comparisons of AffineIndex
     SplatValue    value[i] = scalar                                  non-integer splats (e.g. `other=0.0`)
     BoolBytes     a computed boolean tensor, kept as i8 (each use compares it to 0)
-    IntegerAddress  pointers made from integers (tt.int_to_ptr): the i64 addresses, never dereferenced
+    IntegerAddress  tensors of pointers made from integers (tt.int_to_ptr): the i64 addresses, never
+                  dereferenced (a scalar one is a PointerState into memory at that address)
 
 The combinators are pure: they return a new state, or None when the structure is lost, in which case the
 converter materialises concrete tensors (materialize.py) and falls back to the general path.
@@ -54,6 +55,9 @@ class PointerState:
     shape: Tuple[int, ...]           # () for a scalar pointer
     offset: Index                    # in elements
     strides: Tuple[Index, ...]
+    # a pointer made from an integer (tt.int_to_ptr): the i64 address `base` starts at; None for the
+    # kernel's arguments and buffers
+    address: Optional[ir.Value] = None
 
 
 @dataclass(frozen=True)
