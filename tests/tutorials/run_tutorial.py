@@ -1,6 +1,7 @@
 """Runs one of Triton's tutorials as a newcomer does, with the one line a CPU needs, its benchmark sweeps
 cut to their first point (the tutorials' own `triton.testing.Benchmark` objects, whose sizes are made for
-GPUs) and each timing to a few runs. Its kernels and checks run as written.
+GPUs) and each timing to a few runs; a benchmark whose sizes are fixed inside its function is skipped when
+TUTORIAL_SKIP_PLOTS names its plot. Its kernels and checks run as written.
 
     python tests/tutorials/run_tutorial.py TUTORIAL.py [TARGET]      (TARGET: host, the default, or riscv64)
 """
@@ -25,6 +26,16 @@ def _shrunk_benchmarks() -> None:
     def few_runs(fn, warmup=25, rep=100, *args, **kwargs):
         return real_do_bench(fn, 1, 3, *args, **kwargs)
     triton.testing.do_bench = few_runs
+    skipped = set(filter(None, os.environ.get("TUTORIAL_SKIP_PLOTS", "").split(",")))
+    real_run = triton.testing.Mark.run
+
+    def run_unless_skipped(self, *args, **kwargs):
+        benchmarks = self.benchmarks if isinstance(self.benchmarks, list) else [self.benchmarks]
+        if any(b.plot_name in skipped for b in benchmarks):
+            print(f"skipped benchmark {', '.join(b.plot_name for b in benchmarks)}: sizes fixed for GPUs")
+            return None
+        return real_run(self, *args, **kwargs)
+    triton.testing.Mark.run = run_unless_skipped
 
 
 def prepare(path: str, target: str) -> None:
