@@ -88,6 +88,10 @@ class CPUBackend(BaseBackend):
 
     def get_codegen_implementation(self, options):
         from ..language.cpu.custom_fp8 import convert_custom_types     # casts from/to fp8e4b15
+        # `tl.extra.cpu.vnni_decode` in a kernel that never imported triton.language.extra.cpu (triton-cpu's
+        # code does not): the attribute exists once the module is imported, before the kernel's code is made.
+        import importlib
+        importlib.import_module("triton.language.extra.cpu")
         return {"min_dot_size": lambda lhs_type, rhs_type: (1, 1, 1), "convert_custom_types": convert_custom_types}
 
     def get_module_map(self):
