@@ -70,7 +70,7 @@ class CPUOptions:
     kpack: Optional[int] = None
     allow_flush_denorm: Optional[bool] = None
     schedule_hint: Optional[str] = None
-    cluster_dims: Optional[tuple] = None
+    cluster_dims: tuple = (1, 1, 1)     # Inductor's launcher reads it from the metadata
     num_buffers_warp_spec: Optional[int] = None
     num_consumer_groups: Optional[int] = None
     reg_dec_producer: Optional[int] = None
@@ -100,9 +100,10 @@ _warned_lock = threading.Lock()
 
 
 def warn_ignored(opts: dict) -> None:
-    """One warning per GPU-only option name given, per process."""
+    """One warning per GPU-only option name given (other than at its default), per process."""
+    defaults = {f.name: f.default for f in fields(CPUOptions)}
     for name in GPU_ONLY:
-        if opts.get(name) is None:
+        if opts.get(name) is None or opts[name] == defaults[name]:
             continue
         with _warned_lock:
             if name in _warned:

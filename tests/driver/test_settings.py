@@ -106,7 +106,7 @@ def test_a_parallel_loops_team_follows_the_launchs_threads(monkeypatch):
     assert out[15].item() == min(CORES, 15)
     launcher = CPULauncher(compiled.src, compiled.metadata)
     wanted = min(CORES + 1, 15)
-    monkeypatch.setattr(native, "default_num_threads", lambda: wanted)
+    monkeypatch.setattr(native, "default_num_threads", lambda requested=0: wanted)
     out.zero_()
     compiled.function.launch((1, 1, 1), Arguments(launcher.all_params, (out,), launcher.written))
     assert out[15].item() == wanted
