@@ -103,7 +103,9 @@ def warn_ignored(opts: dict) -> None:
     """One warning per GPU-only option name given (other than at its default), per process."""
     defaults = {f.name: f.default for f in fields(CPUOptions)}
     for name in GPU_ONLY:
-        if opts.get(name) is None or opts[name] == defaults[name]:
+        value = opts.get(name)
+        # (the metadata of a compiled kernel, which the alias-safe recompile passes back, holds lists)
+        if value is None or (tuple(value) if isinstance(value, list) else value) == defaults[name]:
             continue
         with _warned_lock:
             if name in _warned:

@@ -79,3 +79,13 @@ def test_a_misspelt_option_is_an_error_that_names_it(target):
     x = torch.rand(16)
     with pytest.raises(KeyError, match="num_wraps"):
         add_kernel[(1,)](x, x, torch.empty(16), 16, BLOCK=16, num_wraps=4)
+
+
+def test_options_read_back_from_a_compiled_kernels_metadata_are_not_warned_about():
+    """The alias-safe recompile passes the metadata's options back; JSON made cluster_dims a list."""
+    from spine import options
+    options._warned.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        options.warn_ignored({"cluster_dims": [1, 1, 1], "kpack": None})
+    assert not caught
