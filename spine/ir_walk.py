@@ -55,12 +55,14 @@ def without_effects(op) -> bool:
 
 
 def constant_int(value):
-    """The integer `value` is when an arith.constant defines it; None otherwise."""
+    """The integer `value` is when an arith.constant defines it (an i1's `true` is 1); None otherwise."""
     from mlir import ir
     op = defining_op(value)
     if op is None or op.name != "arith.constant":
         return None
     attribute = op.attributes["value"]
+    if isinstance(attribute, ir.BoolAttr):
+        return int(attribute.value)
     return attribute.value if isinstance(attribute, ir.IntegerAttr) else None
 
 
@@ -97,9 +99,29 @@ def same_place(a, b) -> bool:
     return a.operands[0] == b.operands[0] and a_offsets == b_offsets and a_strides == b_strides
 
 
+def yields(block) -> list:
+    """The values a region's block yields (its terminator's operands)."""
+    return list(block.operations[len(block.operations) - 1].operands)
+
+
 def yielded(block, index: int):
     """The value a region's block yields as result `index` (its terminator's operand)."""
-    return block.operations[len(block.operations) - 1].operands[index]
+    return yields(block)[index]
+
+
+def accessed(op) -> tuple:
+    """The memref a memref.load or memref.store accesses, and its indices."""
+    operands = list(op.operands)
+    return (operands[0], operands[1:]) if op.name == "memref.load" else (operands[1], operands[2:])
+
+
+def through_views(value):
+    """The memref under any views (VIEW_OPS) of `value`: a buffer's allocation, or a block argument."""
+    op = defining_op(value)
+    while op is not None and op.name in VIEW_OPS:
+        value = op.operands[0]
+        op = defining_op(value)
+    return value
 
 
 def through_casts(value):

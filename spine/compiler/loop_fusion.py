@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..ir_walk import (VIEW_OPS, collect_ops, constant_int, defined_outside, defining_op, through_casts,
-                      without_effects)
+from ..ir_walk import (accessed, collect_ops, constant_int, defined_outside, defining_op, through_casts,
+                      through_views, without_effects)
 
 _LOCAL = ("memref.alloca", "memref.alloc", "memref.get_global")     # (globals: constants, never written)
 _ARGUMENTS = "arguments"       # the one place every non-local memref counts as
@@ -88,25 +88,17 @@ def _accesses(loop) -> Optional[list]:
     found = []
     for op in collect_ops(loop, lambda o: o != loop):
         if op.name in ("memref.load", "memref.store"):
-            memref, indices = _memref_and_indices(op)
+            memref, indices = accessed(op)
             found.append((_place(memref), indices == [index] and _plain(memref), op.name == "memref.store"))
         elif not (without_effects(op) or op.name in ("scf.if", "scf.yield")):
             return None
     return found
 
 
-def _memref_and_indices(op) -> tuple:
-    """The memref a memref.load or memref.store accesses, and its indices."""
-    operands = list(op.operands)
-    return (operands[0], operands[1:]) if op.name == "memref.load" else (operands[1], operands[2:])
-
-
 def _place(memref):
     """The local buffer `memref` is a view of, or _ARGUMENTS."""
+    memref = through_views(memref)
     owner = defining_op(memref)
-    while owner is not None and owner.name in VIEW_OPS:
-        memref = owner.operands[0]
-        owner = defining_op(memref)
     return memref if owner is not None and owner.name in _LOCAL else _ARGUMENTS
 
 
@@ -123,7 +115,7 @@ def _movable(between, first, first_accesses: list) -> bool:
     places = {place for place, _, _ in first_accesses}
     for op in between:
         if op.name in ("memref.load", "memref.store"):
-            place = _place(_memref_and_indices(op)[0])
+            place = _place(accessed(op)[0])
             if place == _ARGUMENTS or place in places:
                 return False
         elif not (without_effects(op) or op.name in _LOCAL):
@@ -155,12 +147,12 @@ def _forward_stores(body) -> None:
         if len(op.regions):
             stored = []
         elif op.name == "memref.store":
-            memref, indices = _memref_and_indices(op)
+            memref, indices = accessed(op)
             stored = [s for s in stored if _place(s[0]) != _place(memref)]
             stored.append((memref, indices, op.operands[0]))
         elif op.name == "memref.load":
             for memref, indices, value in stored:
-                if (memref, indices) == _memref_and_indices(op):
+                if (memref, indices) == accessed(op):
                     op.results[0].replace_all_uses_with(value)
                     op.erase()
                     break

@@ -48,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir_names import streaming_flag_symbol
-from ..ir_walk import VIEW_OPS, collect_ops, constant_int, defined_outside, defining_op
+from ..ir_walk import accessed, collect_ops, constant_int, defined_outside, defining_op, through_views, yields
 
 LINE_BYTES = 64          # a cache line: the streaming loop stores one per store and iteration
 MIN_VECTOR_BYTES = 16    # the narrowest non-temporal vector store (movntps xmm)
@@ -131,13 +131,8 @@ def _stores_in(loop) -> list:
 
 def _argument_root(memref, function):
     """The kernel argument whose memory `memref` views, or None (a buffer of the kernel's own, unknown)."""
-    while True:
-        op = defining_op(memref)
-        if op is None:
-            return memref if memref.owner == function.regions[0].blocks[0] else None
-        if op.name not in VIEW_OPS:
-            return None
-        memref = op.operands[0]
+    root = through_views(memref)
+    return root if defining_op(root) is None and root.owner == function.regions[0].blocks[0] else None
 
 
 # ------------------------------------------------------------------------------------------ analysis
@@ -154,10 +149,9 @@ def _plan(loop, function) -> _Plan:
     _walk_body(loop.regions[0].blocks[0], loop, index, varying, stores, loads, function)
     if not stores:
         raise _NotStreamable("a loop whose stores are in branches")
-    widest = max(_element_bytes(s.operands[0].type) for s in stores)
     stores.sort(key=lambda s: -_element_bytes(s.operands[0].type))
     _check_overlaps(stores, loads, function)
-    return _Plan(loop, stores, LINE_BYTES // widest, varying - {index})
+    return _Plan(loop, stores, LINE_BYTES // _element_bytes(stores[0].operands[0].type), varying - {index})
 
 
 def _walk_body(block, loop, index, varying, stores, loads, function) -> None:
@@ -167,18 +161,17 @@ def _walk_body(block, loop, index, varying, stores, loads, function) -> None:
             _check_store(op, loop, index, function)
             stores.append(op)
         elif op.name == "memref.load":
-            if _indexed_by_loop(op, 1, loop, index, "a load"):
+            if _indexed_by_loop(op, loop, index, "a load"):
                 if not _in_memory(op.results[0].type):
                     raise _NotStreamable(f"a load of {op.results[0].type} values")
                 varying.add(op.results[0])
             loads.append(op)
-        elif op.name == "scf.if" and _constant_condition(op) is not None:
-            taken = op.regions[0 if _constant_condition(op) else 1]
-            if not taken.blocks:
+        elif op.name == "scf.if" and constant_int(op.operands[0]) is not None:
+            taken = _taken_block(op)
+            if taken is None:
                 continue
-            _walk_body(taken.blocks[0], loop, index, varying, stores, loads, function)
-            yields = taken.blocks[0].operations[len(taken.blocks[0].operations) - 1].operands
-            varying.update(r for r, given in zip(op.results, yields) if given in varying)
+            _walk_body(taken, loop, index, varying, stores, loads, function)
+            varying.update(r for r, given in zip(op.results, yields(taken)) if given in varying)
         elif op.name.startswith(("arith.", "math.")) and not op.regions:
             if index in op.operands:
                 raise _NotStreamable(f"{op.name} computes with the loop index")
@@ -190,32 +183,27 @@ def _walk_body(block, loop, index, varying, stores, loads, function) -> None:
             raise _NotStreamable(f"a loop with {op.name}")
 
 
-def _constant_condition(branch):
-    """The condition of an scf.if when a constant (split-loops-at-bounds leaves them), or None."""
-    from mlir import ir
-    op = defining_op(branch.operands[0])
-    if op is None or op.name != "arith.constant":
-        return None
-    value = op.attributes["value"]
-    if isinstance(value, ir.BoolAttr):
-        return value.value
-    return bool(ir.IntegerAttr(value).value) if isinstance(value, ir.IntegerAttr) else None
+def _taken_block(branch):
+    """The block an scf.if whose condition is a constant (split-loops-at-bounds leaves them) runs, or None
+    when that branch is an empty else."""
+    region = branch.regions[0 if constant_int(branch.operands[0]) else 1]
+    return region.blocks[0] if region.blocks else None
 
 
 def _check_store(op, loop, index, function) -> None:
     if _argument_root(op.operands[1], function) is None:
         raise _NotStreamable("a loop that also stores into a buffer of its own")
-    if not _indexed_by_loop(op, 2, loop, index, "a store"):
+    if not _indexed_by_loop(op, loop, index, "a store"):
         raise _NotStreamable("a store whose last index is not the loop index")
     if not _in_memory(op.operands[0].type):
         raise _NotStreamable(f"a store of {op.operands[0].type} values")
 
 
-def _indexed_by_loop(op, first_index: int, loop, index, what: str) -> bool:
-    """Whether the access `op` (its memref at first_index - 1, its indices from first_index) reads or writes
-    element `index` of a contiguous last dimension, every other index the same throughout the loop (True),
-    or one place throughout the loop (False). Raises _NotStreamable for any other access."""
-    memref, indices = op.operands[first_index - 1], list(op.operands)[first_index:]
+def _indexed_by_loop(op, loop, index, what: str) -> bool:
+    """Whether the load or store `op` reads or writes element `index` of a contiguous last dimension, every
+    other index the same throughout the loop (True), or one place throughout the loop (False). Raises
+    _NotStreamable for any other access."""
+    memref, indices = accessed(op)
     if not defined_outside(memref, loop):
         raise _NotStreamable(f"{what} through a view made in the loop")
     if all(defined_outside(i, loop) for i in indices):
@@ -238,17 +226,19 @@ def _is_scalar_number(ty) -> bool:
     return isinstance(ty, (ir.IntegerType, ir.FloatType))
 
 
+def _width(ty) -> int:
+    """The bits of an integer or float type."""
+    from mlir import ir
+    return ir.IntegerType(ty).width if isinstance(ty, ir.IntegerType) else ir.FloatType(ty).width
+
+
 def _in_memory(ty) -> bool:
     """Whether a vector of `ty` is laid out in memory as the elements one after another (not i1's bits)."""
-    from mlir import ir
-    return _is_scalar_number(ty) and (ir.FloatType(ty).width if isinstance(ty, ir.FloatType)
-                                      else ir.IntegerType(ty).width) in (8, 16, 32, 64)
+    return _is_scalar_number(ty) and _width(ty) in (8, 16, 32, 64)
 
 
 def _element_bytes(ty) -> int:
-    from mlir import ir
-    width = ir.IntegerType(ty).width if isinstance(ty, ir.IntegerType) else ir.FloatType(ty).width
-    return width // 8
+    return _width(ty) // 8
 
 
 def _check_overlaps(stores, loads, function) -> None:
@@ -259,7 +249,7 @@ def _check_overlaps(stores, loads, function) -> None:
         store = stored.get(_argument_root(load.operands[0], function))
         if store is None:
             continue
-        if load.operands[0] != store.operands[1] or list(load.operands)[1:] != list(store.operands)[2:]:
+        if accessed(load) != accessed(store):
             raise _NotStreamable("a load of memory the loop stores into, elsewhere than it stores")
 
 
@@ -336,7 +326,8 @@ def _divisible(address, by: int):
 def _address(store, at):
     """The byte address `store` writes in the iteration whose index is `at`, as an index."""
     from mlir.dialects import arith, memref
-    target, indices = store.operands[1], list(store.operands)[2:-1]
+    target, indices = accessed(store)
+    indices = indices[:-1]
     rank = len(indices) + 1
     metadata = memref.ExtractStridedMetadataOp(target)
     offset, strides = metadata.results[1], list(metadata.results)[2 + rank:]
@@ -361,17 +352,15 @@ def _vector_ops(block, plan: _Plan, values: dict, broadcasts: dict) -> None:
         op = op.operation
         operands = [values.get(v, v) for v in op.operands]
         if op.name == "scf.if":
-            region = op.regions[0 if _constant_condition(op) else 1]
-            if not region.blocks:
+            taken = _taken_block(op)
+            if taken is None:
                 continue
-            taken = region.blocks[0]
             _vector_ops(taken, plan, values, broadcasts)
-            for result, given in zip(op.results, taken.operations[len(taken.operations) - 1].operands):
+            for result, given in zip(op.results, yields(taken)):
                 values[result] = values.get(given, given)
         elif op.name == "memref.store":
-            lanes = plan.lanes
             stored = _as_vector(op.operands[0], operands[0], plan, broadcasts)
-            vector_bytes = lanes * _element_bytes(op.operands[0].type)
+            vector_bytes = plan.lanes * _element_bytes(op.operands[0].type)
             streams = vector_bytes >= MIN_VECTOR_BYTES
             vector.StoreOp(stored, operands[1], operands[2:], nontemporal=streams or None,
                            alignment=vector_bytes if streams else None)
