@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import threading
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Optional, Tuple
 
-# Options of NVIDIA's, AMD's and triton-cpu's backends that tune code for hardware Spine does not target.
-GPU_ONLY = ("maxnreg", "ptx_version", "ptx_options", "enable_reflect_ftz", "waves_per_eu", "matrix_instr_nonkdim",
-            "kpack", "allow_flush_denorm", "schedule_hint", "cluster_dims", "num_buffers_warp_spec",
-            "num_consumer_groups", "reg_dec_producer", "reg_inc_consumer", "enable_fast_math", "vec_lib",
-            "enable_vector_xsmm", "enable_triton_xsmm", "enable_raise_block_pointer")
+
+
+def _gpu_only(default=None):
+    """An option of NVIDIA's, AMD's or triton-cpu's backend that tunes code for hardware Spine does not
+    target (GPU_ONLY)."""
+    return field(default=default, metadata={"gpu_only": True})
 
 
 @dataclass(frozen=True)
@@ -61,25 +62,25 @@ class CPUOptions:
     num_threads: int = 0
     assume_in_bounds: bool = False
     # GPU_ONLY's options, each None unless given
-    maxnreg: Optional[int] = None
-    ptx_version: Optional[int] = None
-    ptx_options: Optional[str] = None
-    enable_reflect_ftz: Optional[bool] = None
-    waves_per_eu: Optional[int] = None
-    matrix_instr_nonkdim: Optional[int] = None
-    kpack: Optional[int] = None
-    allow_flush_denorm: Optional[bool] = None
-    schedule_hint: Optional[str] = None
-    cluster_dims: tuple = (1, 1, 1)     # Inductor's launcher reads it from the metadata
-    num_buffers_warp_spec: Optional[int] = None
-    num_consumer_groups: Optional[int] = None
-    reg_dec_producer: Optional[int] = None
-    reg_inc_consumer: Optional[int] = None
-    enable_fast_math: Optional[bool] = None
-    vec_lib: Optional[str] = None
-    enable_vector_xsmm: Optional[bool] = None
-    enable_triton_xsmm: Optional[bool] = None
-    enable_raise_block_pointer: Optional[bool] = None
+    maxnreg: Optional[int] = _gpu_only()
+    ptx_version: Optional[int] = _gpu_only()
+    ptx_options: Optional[str] = _gpu_only()
+    enable_reflect_ftz: Optional[bool] = _gpu_only()
+    waves_per_eu: Optional[int] = _gpu_only()
+    matrix_instr_nonkdim: Optional[int] = _gpu_only()
+    kpack: Optional[int] = _gpu_only()
+    allow_flush_denorm: Optional[bool] = _gpu_only()
+    schedule_hint: Optional[str] = _gpu_only()
+    cluster_dims: tuple = _gpu_only((1, 1, 1))     # Inductor's launcher reads it from the metadata
+    num_buffers_warp_spec: Optional[int] = _gpu_only()
+    num_consumer_groups: Optional[int] = _gpu_only()
+    reg_dec_producer: Optional[int] = _gpu_only()
+    reg_inc_consumer: Optional[int] = _gpu_only()
+    enable_fast_math: Optional[bool] = _gpu_only()
+    vec_lib: Optional[str] = _gpu_only()
+    enable_vector_xsmm: Optional[bool] = _gpu_only()
+    enable_triton_xsmm: Optional[bool] = _gpu_only()
+    enable_raise_block_pointer: Optional[bool] = _gpu_only()
 
     def __post_init__(self):
         if self.num_warps <= 0 or (self.num_warps & (self.num_warps - 1)):
@@ -95,17 +96,18 @@ class CPUOptions:
         return hashlib.sha256(key.encode()).hexdigest()
 
 
+GPU_ONLY = tuple(f.name for f in fields(CPUOptions) if f.metadata.get("gpu_only"))
+_DEFAULTS = {f.name: f.default for f in fields(CPUOptions)}
 _warned: set = set()
 _warned_lock = threading.Lock()
 
 
 def warn_ignored(opts: dict) -> None:
     """One warning per GPU-only option name given (other than at its default), per process."""
-    defaults = {f.name: f.default for f in fields(CPUOptions)}
     for name in GPU_ONLY:
         value = opts.get(name)
         # (the metadata of a compiled kernel, which the alias-safe recompile passes back, holds lists)
-        if value is None or (tuple(value) if isinstance(value, list) else value) == defaults[name]:
+        if value is None or (tuple(value) if isinstance(value, list) else value) == _DEFAULTS[name]:
             continue
         with _warned_lock:
             if name in _warned:
