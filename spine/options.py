@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, fields
 from typing import Optional, Tuple
 
 
-
 def _gpu_only(default=None):
     """An option of NVIDIA's, AMD's or triton-cpu's backend that tunes code for hardware Spine does not
     target (GPU_ONLY)."""

@@ -60,7 +60,7 @@ def _holds(path: str, data: bytes) -> bool:
 class CPUUtils:
     """The `driver.utils` object triton's CompiledKernel talks to."""
 
-    def __init__(self, driver=None):
+    def __init__(self, driver):
         self.driver = driver
 
     def load_binary(self, name, kernel: bytes, shared, device):
@@ -76,8 +76,7 @@ class CPUUtils:
         return loaded, loaded, vector_registers(target), 0, 1 << 30
 
     def get_device_properties(self, device):
-        target = self.driver.target if self.driver is not None else target_from_name()
-        return device_properties(target, default_num_threads())
+        return device_properties(self.driver.target, default_num_threads())
 
 
 def _give_torch_cpu_set_stream(torch) -> None:

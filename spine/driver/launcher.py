@@ -261,7 +261,7 @@ def make_launcher(src, metadata):
     from ..proton import session
     run_grid = assert_pending = 0
     target = getattr(metadata, "arch", None)
-    if target == "host" or (target == "riscv64" and platform.machine() == "riscv64"):
+    if _runs_in_process(target):
         runtime = executor_for(target, True).runtime
         run_grid, assert_pending = runtime.address("spine_host_run_grid"), runtime.address("spine_assert_pending")
     extents = [POINTEE_BYTES[p.pointee] for p in launcher.params if p.is_pointer] if launcher.extents else []
@@ -273,16 +273,19 @@ def make_launcher(src, metadata):
 def _check_addresses_reachable(facts: KernelFacts, metadata) -> None:
     """A kernel that dereferences pointers made from integers (a table of tensors' data_ptr()s) reads this
     process's addresses, which a QEMU guest or a board does not have."""
-    target = getattr(metadata, "arch", None)
-    native = target == "host" or (target == "riscv64" and platform.machine() == "riscv64")
-    if facts.integer_addresses and not native:
+    if facts.integer_addresses and not _runs_in_process(getattr(metadata, "arch", None)):
         raise RuntimeError(f"kernel '{metadata.name}' dereferences pointers made from integers (tensors' "
                            f"data_ptr() values, say), which are this process's addresses: it runs only where "
                            f"kernels run in this process (SPINE_TARGET=host, or riscv64 on a riscv64 machine), "
                            f"not under QEMU or on a board")
 
 
+def _runs_in_process(target: str | None) -> bool:
+    """Whether kernels of the target named so run in this process (host, or riscv64 on a riscv64 machine)."""
+    return target == "host" or (target == "riscv64" and platform.machine() == "riscv64")
+
+
 def requested_threads(metadata) -> int:
     """The grid's threads a compiled kernel's options ask for (num_cpu_threads, or triton-cpu's older
     num_threads); 0: none."""
-    return getattr(metadata, "num_cpu_threads", 0) or getattr(metadata, "num_threads", 0) or 0
+    return getattr(metadata, "num_cpu_threads", 0) or getattr(metadata, "num_threads", 0)

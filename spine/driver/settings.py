@@ -26,17 +26,20 @@ def num_threads() -> int | None:
     return None if value is None else min(value, _MOST_THREADS)
 
 
+def _asked_threads(requested: int) -> int:
+    """What the kernel asks for (the num_cpu_threads option), else SPINE_NUM_THREADS; 0: neither."""
+    return min(requested, _MOST_THREADS) if requested else (num_threads() or 0)
+
+
 def default_num_threads(requested: int = 0) -> int:
-    """The grid's threads for a launch: what its kernel asks for (the num_cpu_threads option), else
-    SPINE_NUM_THREADS, else this machine's cores."""
-    if requested:
-        return min(requested, _MOST_THREADS)
-    return num_threads() or CORES
+    """The grid's threads for a launch: what its kernel or SPINE_NUM_THREADS asks for, else this machine's
+    cores."""
+    return _asked_threads(requested) or CORES
 
 
 def board_num_threads(requested: int = 0) -> int:
     """The same for a board, whose cores only it knows: 0 there means all of them."""
-    return min(requested, _MOST_THREADS) if requested else (num_threads() or 0)
+    return _asked_threads(requested)
 
 
 def _kernel_timeout() -> float:
