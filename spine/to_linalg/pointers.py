@@ -66,22 +66,19 @@ def memref_at(address: ir.Value, element: ir.Type) -> ir.Value:
     built directly (MLIR's memref dialect has no op that views a raw address) and cast to the memref type;
     the cast disappears when the memref ops are lowered to the same descriptor. Its size is unknown: the
     largest a 64-bit address space allows."""
-    from mlir.dialects import llvm
+    from mlir.dialects import builtin, llvm
     from .types import memref_of
-    i64 = ir.IntegerType.get_signless(64)
     pointer = llvm.IntToPtrOp(ir.Type.parse("!llvm.ptr"), address).result
     descriptor_type = ir.Type.parse("!llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>")
     descriptor = llvm.PoisonOp(descriptor_type).result
-    fields = ((0, pointer), (1, pointer), (2, _i64(i64, 0)), ((3, 0), _i64(i64, 1 << 62)), ((4, 0), _i64(i64, 1)))
-    for position, value in fields:
-        position = list(position) if isinstance(position, tuple) else [position]
+    # allocated and aligned pointer, offset, size, stride
+    for position, value in (([0], pointer), ([1], pointer), ([2], _i64(0)), ([3, 0], _i64(1 << 62)), ([4, 0], _i64(1))):
         descriptor = llvm.InsertValueOp(descriptor, value, position).result
-    from mlir.dialects import builtin
     return builtin.UnrealizedConversionCastOp([memref_of(element)], [descriptor]).results[0]
 
 
-def _i64(ty, value: int) -> ir.Value:
-    return arith.ConstantOp(ty, value).result
+def _i64(value: int) -> ir.Value:
+    return arith.ConstantOp(ir.IntegerType.get_signless(64), value).result
 
 
 @handles("tt.ptr_to_int")
@@ -101,8 +98,7 @@ def _integer_of(pointer: st.PointerState, ty: ir.Type) -> ir.Value:
     from .types import element_bytes
     i64 = ir.IntegerType.get_signless(64)
     offset = arith.IndexCastOp(i64, im.as_value(pointer.offset)).result
-    moved = arith.AddIOp(pointer.address, arith.MulIOp(offset, _i64(i64, element_bytes(pointer.element_type))).result)
-    value = moved.result
+    value = arith.AddIOp(pointer.address, arith.MulIOp(offset, _i64(element_bytes(pointer.element_type))).result).result
     if ty != i64:
         value = arith.TruncIOp(ty, value).result
     return value

@@ -12,7 +12,7 @@ from .types import element_bytes
 def largest_tile_bytes(tt_func) -> int:
     """The bytes of the largest statically shaped tensor any operation of `tt_func` yields (0: none).
 
-        %x = tt.load %p : tensor<128x64x!tt.ptr<f16>>   ->  a 128x64 f16 tile: 16,384 bytes"""
+        %x = tt.load %p : tensor<128x64x!tt.ptr<f16>>   (yields tensor<128x64xf16>: 16,384 bytes)"""
     largest = 0
 
     def visit(op):
