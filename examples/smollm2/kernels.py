@@ -1,0 +1,297 @@
+"""The Triton kernels of a Llama decoder over GGUF-quantized weights, and the functions that launch them.
+
+Weights stay in the file's blocks. A Q4_1 block is 20 bytes for 32 weights: an fp16 scale d, an fp16 minimum
+m, then 16 bytes whose low nibbles are weights 0-15 and high nibbles weights 16-31; a weight is d * q + m.
+A Q8_0 block is 34 bytes: an fp16 scale d and 32 int8 values; a weight is d * q. The kernels read the
+blocks through two views of the same bytes (uint8 for the values, fp16 for the scales) and dequantize in
+registers. A block's dot product with activations x is d * sum(x * q) + m * sum(x), so the minimum costs
+one multiply per block, not per weight.
+
+Activations are fp32 [tokens, features], row-major. Every op of the forward pass is one of these kernels;
+the host code only allocates."""
+import torch
+import triton
+import triton.language as tl
+
+QK = 32          # weights per block, both formats
+Q4_1_BYTES = 20
+Q8_0_BYTES = 34
+
+
+@triton.jit
+def _row_rstd(x_ptr, rm, M, K, stride_xm, eps, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """1 / sqrt(mean(x^2) + eps) of rows rm, the RMSNorm factor, in a [BLOCK_M] vector."""
+    total = tl.zeros([BLOCK_M], tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        x = tl.load(x_ptr + rm[:, None] * stride_xm + k[None, :], mask=(rm[:, None] < M) & (k[None, :] < K), other=0.0)
+        total += tl.sum(x * x, axis=1)
+    return 1.0 / tl.sqrt(total / K + eps)
+
+
+@triton.jit
+def _x_half(x_ptr, norm_ptr, rstd, rm, M, col, stride_xm, NORM: tl.constexpr):
+    """Sixteen activations per row at columns `col` ([16]), RMS-normalised when NORM."""
+    x = tl.load(x_ptr + rm[:, None] * stride_xm + col[None, :], mask=rm[:, None] < M, other=0.0)
+    if NORM:
+        x = x * rstd[:, None] * tl.load(norm_ptr + col)[None, :]
+    return x
+
+
+@triton.jit
+def _q4_1_tile(x_ptr, norm_ptr, w_ptr, w16_ptr, rm, rn, M, N, K, stride_xm, eps,
+               NORM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """acc[m, n] = sum_k xn[m, k] * W[n, k] for W in Q4_1 rows, xn = rmsnorm(x) * norm when NORM."""
+    row_bytes = (K // 32) * 20
+    nmask = rn < N
+    rstd = tl.zeros([BLOCK_M], tl.float32)
+    if NORM:
+        rstd = _row_rstd(x_ptr, rm, M, K, stride_xm, eps, BLOCK_M, 64)
+    j = tl.arange(0, 16)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for b in range(0, K // 32):
+        block = rn * row_bytes + b * 20
+        d = tl.load(w16_ptr + block // 2, mask=nmask, other=0.0).to(tl.float32)
+        m = tl.load(w16_ptr + block // 2 + 1, mask=nmask, other=0.0).to(tl.float32)
+        q = tl.load(w_ptr + block[:, None] + 4 + j[None, :], mask=nmask[:, None], other=0)
+        lo = (q & 15).to(tl.float32)
+        hi = (q >> 4).to(tl.float32)
+        x_lo = _x_half(x_ptr, norm_ptr, rstd, rm, M, b * 32 + j, stride_xm, NORM)
+        x_hi = _x_half(x_ptr, norm_ptr, rstd, rm, M, b * 32 + 16 + j, stride_xm, NORM)
+        qdot = tl.dot(x_lo, tl.trans(lo)) + tl.dot(x_hi, tl.trans(hi))
+        xsum = tl.sum(x_lo, axis=1) + tl.sum(x_hi, axis=1)
+        acc += qdot * d[None, :] + xsum[:, None] * m[None, :]
+    return acc
+
+
+@triton.jit
+def q4_1_matmul_kernel(x_ptr, norm_ptr, w_ptr, w16_ptr, res_ptr, y_ptr, M, N, K, stride_xm, stride_ym, eps,
+                       NORM: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """y = xn @ W^T (+ res): a projection, with the RMSNorm before it and the residual add after it fused."""
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    acc = _q4_1_tile(x_ptr, norm_ptr, w_ptr, w16_ptr, rm, rn, M, N, K, stride_xm, eps, NORM, BLOCK_M, BLOCK_N)
+    out = rm[:, None] * stride_ym + rn[None, :]
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    if RESIDUAL:
+        acc += tl.load(res_ptr + out, mask=mask, other=0.0)
+    tl.store(y_ptr + out, acc, mask=mask)
+
+
+@triton.jit
+def q4_1_swiglu_kernel(x_ptr, norm_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16_ptr, y_ptr, M, N, K, stride_xm, stride_ym,
+                       eps, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """y = silu(xn @ Wg^T) * (xn @ Wu^T), xn = rmsnorm(x) * norm: the MLP's first half in one kernel."""
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    gate = _q4_1_tile(x_ptr, norm_ptr, wg_ptr, wg16_ptr, rm, rn, M, N, K, stride_xm, eps, True, BLOCK_M, BLOCK_N)
+    up = _q4_1_tile(x_ptr, norm_ptr, wu_ptr, wu16_ptr, rm, rn, M, N, K, stride_xm, eps, True, BLOCK_M, BLOCK_N)
+    y = gate / (1.0 + tl.exp(-gate)) * up
+    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :], y, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def q8_0_matmul_kernel(x_ptr, norm_ptr, w_ptr, w16_ptr, y_ptr, M, N, K, stride_xm, stride_ym, eps,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """y = rmsnorm(x) * norm @ W^T for W in Q8_0 rows: the output head over the tied embedding."""
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    nmask = rn < N
+    row_bytes = (K // 32) * 34
+    rstd = _row_rstd(x_ptr, rm, M, K, stride_xm, eps, BLOCK_M, 64)
+    j = tl.arange(0, 32)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for b in range(0, K // 32):
+        block = rn * row_bytes + b * 34
+        d = tl.load(w16_ptr + block // 2, mask=nmask, other=0.0).to(tl.float32)
+        q = tl.load(w_ptr + block[:, None] + 2 + j[None, :], mask=nmask[:, None], other=0).to(tl.float32)
+        x = _x_half(x_ptr, norm_ptr, rstd, rm, M, b * 32 + j, stride_xm, True)
+        acc += tl.dot(x, tl.trans(q)) * d[None, :]
+    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :], acc, mask=(rm[:, None] < M) & nmask[None, :])
+
+
+@triton.jit
+def q8_0_embedding_kernel(ids_ptr, w_ptr, w16_ptr, y_ptr, K, stride_ym):
+    """y[t] = row ids[t] of the Q8_0 table, dequantized."""
+    t = tl.program_id(0)
+    row = tl.load(ids_ptr + t).to(tl.int64)
+    j = tl.arange(0, 32)
+    row_bytes = (K // 32) * 34
+    for b in range(0, K // 32):
+        block = row * row_bytes + b * 34
+        d = tl.load(w16_ptr + block // 2).to(tl.float32)
+        q = tl.load(w_ptr + block + 2 + j).to(tl.float32)
+        tl.store(y_ptr + t * stride_ym + b * 32 + j, q * d)
+
+
+@triton.jit
+def rope_kv_kernel(qkv_ptr, k_cache_ptr, v_cache_ptr, start_pos, stride_t, stride_ch, stride_cs, log_base,
+                   N_HEADS: tl.constexpr, N_KV: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """For token t of a fused q|k|v row: rotate q in place and k into the cache (llama.cpp's "normal" RoPE,
+    which turns adjacent pairs (2i, 2i + 1) by pos * base^(-2i / head_dim)), and copy v into the cache."""
+    t = tl.program_id(0)
+    head = tl.program_id(1)  # 0 .. N_HEADS + N_KV - 1: q heads, then k heads
+    pos = start_pos + t
+    i = tl.arange(0, HEAD_DIM // 2)
+    theta = pos.to(tl.float32) * tl.exp(-(2 * i).to(tl.float32) / HEAD_DIM * log_base)
+    cos, sin = tl.cos(theta), tl.sin(theta)
+    src = qkv_ptr + t * stride_t + head * HEAD_DIM
+    x0 = tl.load(src + 2 * i)
+    x1 = tl.load(src + 2 * i + 1)
+    r0 = x0 * cos - x1 * sin
+    r1 = x0 * sin + x1 * cos
+    if head < N_HEADS:
+        tl.store(src + 2 * i, r0)
+        tl.store(src + 2 * i + 1, r1)
+    else:
+        kv = head - N_HEADS
+        dst = k_cache_ptr + kv * stride_ch + pos * stride_cs
+        tl.store(dst + 2 * i, r0)
+        tl.store(dst + 2 * i + 1, r1)
+        d = tl.arange(0, HEAD_DIM)
+        v = tl.load(src + N_KV * HEAD_DIM + d)
+        tl.store(v_cache_ptr + kv * stride_ch + pos * stride_cs + d, v)
+
+
+@triton.jit
+def attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, o_ptr, T, start_pos, scale, stride_qt, stride_ot,
+                     stride_ch, stride_cs, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
+                     BLOCK_T: tl.constexpr, BLOCK_S: tl.constexpr):
+    """Causal attention of BLOCK_T queries of one head over the cache, keys 0 .. start_pos + t, with the
+    online softmax; query head h reads kv head h // GROUP (grouped-query attention)."""
+    h = tl.program_id(0)
+    rt = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
+    d = tl.arange(0, HEAD_DIM)
+    tmask = rt < T
+    q = tl.load(q_ptr + rt[:, None] * stride_qt + h * HEAD_DIM + d[None, :], mask=tmask[:, None], other=0.0)
+    q = q * scale
+    pos = start_pos + rt
+    kv = h // GROUP
+    m_i = tl.full([BLOCK_T], -1.0e30, tl.float32)
+    l_i = tl.zeros([BLOCK_T], tl.float32)
+    acc = tl.zeros([BLOCK_T, HEAD_DIM], tl.float32)
+    end = tl.minimum(start_pos + (tl.program_id(1) + 1) * BLOCK_T, start_pos + T)
+    for s0 in range(0, end, BLOCK_S):
+        rs = s0 + tl.arange(0, BLOCK_S)
+        at = kv * stride_ch + rs[:, None] * stride_cs + d[None, :]
+        smask = rs[:, None] < end
+        k = tl.load(k_cache_ptr + at, mask=smask, other=0.0)
+        v = tl.load(v_cache_ptr + at, mask=smask, other=0.0)
+        scores = tl.dot(q, tl.trans(k))
+        scores = tl.where(rs[None, :] <= pos[:, None], scores, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+        p = tl.exp(scores - m_new[:, None])
+        alpha = tl.exp(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p, v)
+        m_i = m_new
+    out = acc / l_i[:, None]
+    tl.store(o_ptr + rt[:, None] * stride_ot + h * HEAD_DIM + d[None, :], out, mask=tmask[:, None])
+
+
+@triton.jit
+def argmax_kernel(x_ptr, out_ptr, N, BLOCK: tl.constexpr):
+    """The index of the largest of x[0:N], the first one on ties (greedy decoding)."""
+    best = tl.full([BLOCK], float("-inf"), tl.float32)
+    where = tl.zeros([BLOCK], tl.int32)
+    for n0 in range(0, N, BLOCK):
+        n = n0 + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + n, mask=n < N, other=float("-inf"))
+        better = x > best
+        best = tl.where(better, x, best)
+        where = tl.where(better, n, where)
+    top = tl.max(best, axis=0)
+    tl.store(out_ptr, tl.min(tl.where(best == top, where, N), axis=0))
+
+
+# ---- launchers: allocate the output, pick the blocks, launch -------------------------------------------
+
+class QuantMatrix:
+    """A [rows, cols] matrix in GGUF blocks: `data` the bytes (uint8 [rows, cols / 32 * block bytes]), `values`
+    the same bytes as the kernel reads the quants (uint8 nibbles for Q4_1, int8 for Q8_0), `halves` as fp16,
+    where the scales are read from."""
+
+    def __init__(self, kind: str, data: torch.Tensor, cols: int):
+        block = {"Q4_1": Q4_1_BYTES, "Q8_0": Q8_0_BYTES}.get(kind)
+        if block is None:
+            raise ValueError(f"no kernel reads {kind} blocks (Q4_1 and Q8_0 only)")
+        if cols % QK or data.dtype != torch.uint8 or data.shape[1] != cols // QK * block:
+            raise ValueError(f"{kind} matrix of {cols} columns: expected uint8 rows of {cols // QK * block} bytes, "
+                             f"got {data.dtype} {tuple(data.shape)}")
+        self.kind, self.rows, self.cols = kind, data.shape[0], cols
+        self.data = data.contiguous()
+        self.values = self.data.view(torch.int8) if kind == "Q8_0" else self.data
+        self.halves = self.data.view(torch.float16)
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.numel()
+
+
+def _blocks(m: int) -> tuple:
+    """BLOCK_M, BLOCK_N: one row for a decoded token, else 16 tokens at a time."""
+    return (1, 32) if m == 1 else (16, 32)
+
+
+def linear(x, w: QuantMatrix, norm=None, residual=None, eps=0.0):
+    """(rmsnorm(x) * norm if norm is given else x) @ w^T (+ residual)."""
+    m, k = x.shape
+    if k != w.cols:
+        raise ValueError(f"activations of width {k} against a matrix of {w.cols} columns")
+    y = torch.empty((m, w.rows), dtype=torch.float32)
+    bm, bn = _blocks(m)
+    grid = (triton.cdiv(w.rows, bn), triton.cdiv(m, bm))
+    if w.kind == "Q8_0":
+        if norm is None or residual is not None:
+            raise ValueError("the Q8_0 kernel is the output head: rmsnorm first, no residual")
+        q8_0_matmul_kernel[grid](x, norm, w.values, w.halves, y, m, w.rows, k, x.stride(0), y.stride(0), eps,
+                                 BLOCK_M=bm, BLOCK_N=bn)
+        return y
+    q4_1_matmul_kernel[grid](x, x if norm is None else norm, w.data, w.halves, y if residual is None else residual,
+                             y, m, w.rows, k, x.stride(0), y.stride(0), eps, NORM=norm is not None,
+                             RESIDUAL=residual is not None, BLOCK_M=bm, BLOCK_N=bn)
+    return y
+
+
+def swiglu(x, norm, gate: QuantMatrix, up: QuantMatrix, eps):
+    m, k = x.shape
+    y = torch.empty((m, gate.rows), dtype=torch.float32)
+    bm, bn = _blocks(m)
+    grid = (triton.cdiv(gate.rows, bn), triton.cdiv(m, bm))
+    q4_1_swiglu_kernel[grid](x, norm, gate.data, gate.halves, up.data, up.halves, y, m, gate.rows, k, x.stride(0),
+                             y.stride(0), eps, BLOCK_M=bm, BLOCK_N=bn)
+    return y
+
+
+def embedding(ids, table: QuantMatrix):
+    y = torch.empty((ids.numel(), table.cols), dtype=torch.float32)
+    q8_0_embedding_kernel[(ids.numel(),)](ids, table.values, table.halves, y, table.cols, y.stride(0))
+    return y
+
+
+def rope_and_cache(qkv, k_cache, v_cache, start_pos, n_heads, n_kv, head_dim, rope_base):
+    """Rotates the q part of qkv [T, (n_heads + 2 n_kv) * head_dim] in place; writes rotated k and v into the
+    caches [n_kv, capacity, head_dim] at positions start_pos ..."""
+    import math
+    t = qkv.shape[0]
+    rope_kv_kernel[(t, n_heads + n_kv)](qkv, k_cache, v_cache, start_pos, qkv.stride(0), k_cache.stride(0),
+                                        k_cache.stride(1), math.log(rope_base), N_HEADS=n_heads, N_KV=n_kv,
+                                        HEAD_DIM=head_dim)
+
+
+def attention(qkv, k_cache, v_cache, start_pos, n_heads, n_kv, head_dim):
+    """Causal grouped-query attention of the T queries in qkv over the cache's first start_pos + T keys."""
+    t = qkv.shape[0]
+    out = torch.empty((t, n_heads * head_dim), dtype=torch.float32)
+    block_t = 1 if t == 1 else 16
+    attention_kernel[(n_heads, triton.cdiv(t, block_t))](
+        qkv, k_cache, v_cache, out, t, start_pos, head_dim ** -0.5, qkv.stride(0), out.stride(0),
+        k_cache.stride(0), k_cache.stride(1), GROUP=n_heads // n_kv, HEAD_DIM=head_dim, BLOCK_T=block_t,
+        BLOCK_S=32)
+    return out
+
+
+def argmax(x):
+    out = torch.empty(1, dtype=torch.int32)
+    argmax_kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+    return out

@@ -1,0 +1,136 @@
+"""SmolLM2 (a Llama decoder) whose every op is a Triton kernel Spine compiles (smollm2/kernels.py), over the
+GGUF's quantized weights, with a KV cache: `prefill` a prompt, then `decode` one token at a time."""
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .gguf_file import GGUFModel, LlamaConfig, read_gguf
+from .kernels import QuantMatrix, argmax, attention, embedding, linear, rope_and_cache, swiglu
+
+
+@dataclass(frozen=True)
+class Layer:
+    attn_norm: torch.Tensor
+    qkv: QuantMatrix      # q, k and v rows stacked: one projection instead of three
+    out: QuantMatrix
+    ffn_norm: torch.Tensor
+    gate: QuantMatrix
+    up: QuantMatrix
+    down: QuantMatrix
+
+
+def _array(tensor) -> torch.Tensor:
+    # no copy: a view of the mapped file, which stays mapped while the tensor lives
+    return torch.from_numpy(tensor.data)
+
+
+def _matrix(tensor) -> QuantMatrix:
+    return QuantMatrix(tensor.kind, _array(tensor), tensor.shape[1])
+
+
+def _stacked(*tensors) -> QuantMatrix:
+    kinds = {t.kind for t in tensors}
+    if len(kinds) != 1:
+        raise ValueError(f"cannot stack {', '.join(t.name for t in tensors)}: types {sorted(kinds)}")
+    return QuantMatrix(kinds.pop(), torch.from_numpy(np.concatenate([t.data for t in tensors])), tensors[0].shape[1])
+
+
+@dataclass
+class Timings:
+    prefill_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_tokens: int = 0
+    decode_s: float = 0.0
+
+
+@dataclass
+class SmolLM2:
+    config: LlamaConfig
+    layers: list
+    embed: QuantMatrix            # tied: the token embedding and the output head
+    output_norm: torch.Tensor
+    capacity: int
+    k_cache: list = field(default_factory=list)
+    v_cache: list = field(default_factory=list)
+    length: int = 0               # tokens in the cache
+
+    @classmethod
+    def load(cls, source=None, capacity=1024, n_layers=None):
+        """From a GGUF path, an already read GGUFModel, or (None) the bundled SmolLM2; n_layers keeps a prefix
+        of the layers: a smaller model with the same kernels, for tests."""
+        gguf = source if isinstance(source, GGUFModel) else read_gguf(source)
+        cfg = gguf.config
+        if n_layers is not None:
+            cfg = LlamaConfig(**{**cfg.__dict__, "n_layers": n_layers})
+        if capacity > cfg.context:
+            raise ValueError(f"a KV cache of {capacity} tokens exceeds the model's context of {cfg.context}")
+        t = gguf.tensor
+        layers = [Layer(_array(t(f"blk.{i}.attn_norm.weight")),
+                        _stacked(t(f"blk.{i}.attn_q.weight"), t(f"blk.{i}.attn_k.weight"), t(f"blk.{i}.attn_v.weight")),
+                        _matrix(t(f"blk.{i}.attn_output.weight")),
+                        _array(t(f"blk.{i}.ffn_norm.weight")),
+                        _matrix(t(f"blk.{i}.ffn_gate.weight")), _matrix(t(f"blk.{i}.ffn_up.weight")),
+                        _matrix(t(f"blk.{i}.ffn_down.weight")))
+                  for i in range(cfg.n_layers)]
+        head = t("output.weight") if "output.weight" in gguf.tensors else t("token_embd.weight")
+        if head.name != "token_embd.weight":
+            raise ValueError("an untied output head is not supported")
+        model = cls(cfg, layers, _matrix(head), _array(t("output_norm.weight")), capacity)
+        model.reset()
+        return model
+
+    def reset(self):
+        cfg = self.config
+        shape = (cfg.n_kv_heads, self.capacity, cfg.head_dim)
+        self.k_cache = [torch.empty(shape) for _ in self.layers]
+        self.v_cache = [torch.empty(shape) for _ in self.layers]
+        self.length = 0
+
+    @property
+    def weight_bytes(self) -> int:
+        mats = [self.embed] + [m for layer in self.layers for m in (layer.qkv, layer.out, layer.gate, layer.up,
+                                                                     layer.down)]
+        return sum(m.nbytes for m in mats)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """Runs tokens `ids` (int32 [T]) after the cached ones; returns the logits of the last, [vocab]."""
+        cfg = self.config
+        t = ids.numel()
+        if t == 0:
+            raise ValueError("no tokens to run")
+        if self.length + t > self.capacity:
+            raise ValueError(f"{self.length} cached + {t} new tokens exceed the KV cache's {self.capacity} "
+                             f"(SmolLM2.load(capacity=...), at most the model's context of {cfg.context})")
+        x = embedding(ids, self.embed)
+        for layer, k_cache, v_cache in zip(self.layers, self.k_cache, self.v_cache):
+            qkv = linear(x, layer.qkv, norm=layer.attn_norm, eps=cfg.rms_eps)
+            rope_and_cache(qkv, k_cache, v_cache, self.length, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
+                           cfg.rope_base)
+            mixed = attention(qkv, k_cache, v_cache, self.length, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
+            x = linear(mixed, layer.out, residual=x)
+            x = linear(swiglu(x, layer.ffn_norm, layer.gate, layer.up, cfg.rms_eps), layer.down, residual=x)
+        self.length += t
+        return linear(x[t - 1:], self.embed, norm=self.output_norm, eps=cfg.rms_eps)[0]
+
+    def generate(self, prompt: list, max_new_tokens: int, stop=(), timings: Timings | None = None) -> list:
+        """Greedy decoding: the new token ids, at most max_new_tokens, ending early at a token in `stop`."""
+        if not prompt:
+            raise ValueError("an empty prompt")
+        if len(prompt) + max_new_tokens - 1 > self.capacity:
+            raise ValueError(f"a prompt of {len(prompt)} tokens and {max_new_tokens} new ones exceed the KV cache's "
+                             f"{self.capacity} tokens (SmolLM2.load(capacity=...), at most the model's context of "
+                             f"{self.config.context})")
+        timings = timings if timings is not None else Timings()
+        self.reset()
+        started = time.perf_counter()
+        token = int(argmax(self.forward(torch.tensor(prompt, dtype=torch.int32))))
+        timings.prefill_tokens, timings.prefill_s = len(prompt), time.perf_counter() - started
+        new = [token]
+        started = time.perf_counter()
+        while len(new) < max_new_tokens and token not in stop:
+            token = int(argmax(self.forward(torch.tensor([token], dtype=torch.int32))))
+            new.append(token)
+        timings.decode_tokens, timings.decode_s = len(new) - 1, time.perf_counter() - started
+        return new
