@@ -91,6 +91,127 @@ def q4_1_swiglu_kernel(x_ptr, norm_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16_ptr, y_pt
 
 
 @triton.jit
+def _x_blocks(x_ptr, norm_ptr, rstd, blk, NORM: tl.constexpr):
+    """The activations of blocks blk ([NB]) of one row, as their low and high halves ([NB, 16] each)."""
+    at = blk[:, None] * 32 + tl.arange(0, 16)[None, :]
+    lo = tl.load(x_ptr + at)
+    hi = tl.load(x_ptr + at + 16)
+    if NORM:
+        lo = lo * rstd * tl.load(norm_ptr + at)
+        hi = hi * rstd * tl.load(norm_ptr + at + 16)
+    return lo, hi
+
+
+@triton.jit
+def _q4_1_span(x_ptr, norm_ptr, rstd, w_ptr, w16_ptr, rn, row_bytes, b_start, b_end, NORM: tl.constexpr,
+               BLOCK_N: tl.constexpr, NB: tl.constexpr):
+    """Rows rn's dot products over blocks b_start .. b_end (a multiple of NB apart), NB blocks per step as
+    [BLOCK_N, NB, 16] tiles. The accumulator keeps 16 lanes per row, reduced once at the end."""
+    j = tl.arange(0, 16)
+    acc = tl.zeros([BLOCK_N, 16], tl.float32)
+    macc = tl.zeros([BLOCK_N, NB], tl.float32)
+    for b0 in range(b_start, b_end, NB):
+        blk = b0 + tl.arange(0, NB)
+        half = rn[:, None] * (row_bytes // 2) + blk[None, :] * 10
+        d = tl.load(w16_ptr + half).to(tl.float32)
+        m = tl.load(w16_ptr + half + 1).to(tl.float32)
+        q = tl.load(w_ptr + rn[:, None, None] * row_bytes + blk[None, :, None] * 20 + 4 + j[None, None, :])
+        x_lo, x_hi = _x_blocks(x_ptr, norm_ptr, rstd, blk, NORM)
+        # a plain multiply and add: tl.fma here made LLVM vectorise across the NB blocks, 3x slower
+        prod = (q & 15).to(tl.float32) * x_lo[None, :, :] + (q >> 4).to(tl.float32) * x_hi[None, :, :]
+        acc += tl.sum(prod * d[:, :, None], axis=1)
+        macc += m * tl.sum(x_lo + x_hi, axis=1)[None, :]
+    return tl.sum(acc, axis=1) + tl.sum(macc, axis=1)
+
+
+@triton.jit
+def _q4_1_row_dots(x_ptr, norm_ptr, w_ptr, w16_ptr, rn, K, eps, NORM: tl.constexpr, BLOCK_N: tl.constexpr,
+                   NB: tl.constexpr, NB_TAIL: tl.constexpr):
+    """sum_k xn[k] * W[n, k] for rows rn ([BLOCK_N], in bounds) of a Q4_1 matrix and one activation row: the
+    decode step's product. Big steps of NB blocks, then the rest in steps of NB_TAIL: each step of a loop
+    over tiles has a fixed cost, so fewer, larger steps are faster."""
+    row_bytes = (K // 32) * 20
+    rstd = 0.0
+    if NORM:
+        rstd = tl.sum(_row_rstd(x_ptr, tl.arange(0, 1), 1, K, 0, eps, 1, 64), axis=0)
+    blocks = K // 32
+    main = blocks - blocks % NB
+    y = _q4_1_span(x_ptr, norm_ptr, rstd, w_ptr, w16_ptr, rn, row_bytes, 0, main, NORM, BLOCK_N, NB)
+    return y + _q4_1_span(x_ptr, norm_ptr, rstd, w_ptr, w16_ptr, rn, row_bytes, main, blocks, NORM, BLOCK_N,
+                          NB_TAIL)
+
+
+@triton.jit
+def _gemv_rows(N, BLOCK_N: tl.constexpr):
+    """This program's BLOCK_N rows, and which of them it stores. The last program's rows end at N (they
+    overlap its neighbour's, which stores those), so every row read is in bounds and the rows stay one
+    affine range: a clamp per row would turn the loads into gathers."""
+    first = tl.program_id(0) * BLOCK_N
+    start = tl.maximum(tl.minimum(first, N - BLOCK_N), 0)
+    rows = start + tl.arange(0, BLOCK_N)
+    return rows, (rows >= first) & (rows < N)
+
+
+@triton.jit
+def q4_1_gemv_kernel(x_ptr, norm_ptr, w_ptr, w16_ptr, res_ptr, y_ptr, N, K, eps, NORM: tl.constexpr,
+                     RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, NB: tl.constexpr,
+                     NB_TAIL: tl.constexpr):
+    """y = xn @ W^T (+ res) for one row of activations (N >= BLOCK_N)."""
+    rows, mine = _gemv_rows(N, BLOCK_N)
+    y = _q4_1_row_dots(x_ptr, norm_ptr, w_ptr, w16_ptr, rows, K, eps, NORM, BLOCK_N, NB, NB_TAIL)
+    if RESIDUAL:
+        y += tl.load(res_ptr + rows)
+    tl.store(y_ptr + rows, y, mask=mine)
+
+
+@triton.jit
+def q4_1_swiglu_gemv_kernel(x_ptr, norm_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16_ptr, y_ptr, N, K, eps,
+                            BLOCK_N: tl.constexpr, NB: tl.constexpr, NB_TAIL: tl.constexpr):
+    rows, mine = _gemv_rows(N, BLOCK_N)
+    gate = _q4_1_row_dots(x_ptr, norm_ptr, wg_ptr, wg16_ptr, rows, K, eps, True, BLOCK_N, NB, NB_TAIL)
+    up = _q4_1_row_dots(x_ptr, norm_ptr, wu_ptr, wu16_ptr, rows, K, eps, True, BLOCK_N, NB, NB_TAIL)
+    tl.store(y_ptr + rows, gate / (1.0 + tl.exp(-gate)) * up, mask=mine)
+
+
+@triton.jit
+def _q8_0_span(xn_ptr, w_ptr, w16_ptr, rows, row_bytes, b_start, b_end, BLOCK_N: tl.constexpr, NB: tl.constexpr):
+    j = tl.arange(0, 32)
+    acc = tl.zeros([BLOCK_N, 32], tl.float32)
+    for b0 in range(b_start, b_end, NB):
+        blk = b0 + tl.arange(0, NB)
+        d = tl.load(w16_ptr + rows[:, None] * (row_bytes // 2) + blk[None, :] * 17).to(tl.float32)
+        q = tl.load(w_ptr + rows[:, None, None] * row_bytes + blk[None, :, None] * 34 + 2 + j[None, None, :])
+        x = tl.load(xn_ptr + blk[:, None] * 32 + j[None, :])
+        acc += tl.sum(q.to(tl.float32) * x[None, :, :] * d[:, :, None], axis=1)
+    return tl.sum(acc, axis=1)
+
+
+@triton.jit
+def q8_0_gemv_kernel(xn_ptr, w_ptr, w16_ptr, y_ptr, N, K, BLOCK_N: tl.constexpr, NB: tl.constexpr,
+                     NB_TAIL: tl.constexpr):
+    """y = xn @ W^T for one row of (already normalised) activations and W in Q8_0: the decode step's output
+    head, in big steps of NB blocks and the rest in steps of NB_TAIL."""
+    rows, mine = _gemv_rows(N, BLOCK_N)
+    row_bytes = (K // 32) * 34
+    blocks = K // 32
+    main = blocks - blocks % NB
+    y = _q8_0_span(xn_ptr, w_ptr, w16_ptr, rows, row_bytes, 0, main, BLOCK_N, NB)
+    y += _q8_0_span(xn_ptr, w_ptr, w16_ptr, rows, row_bytes, main, blocks, BLOCK_N, NB_TAIL)
+    tl.store(y_ptr + rows, y, mask=mine)
+
+
+@triton.jit
+def rmsnorm_kernel(x_ptr, norm_ptr, y_ptr, K, stride_xm, stride_ym, eps, BLOCK_K: tl.constexpr):
+    """y = rmsnorm(x) * norm, one row per program."""
+    row = tl.program_id(0)
+    rstd = tl.sum(_row_rstd(x_ptr + row * stride_xm, tl.arange(0, 1), 1, K, 0, eps, 1, 64), axis=0)
+    for k0 in range(0, K, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        x = tl.load(x_ptr + row * stride_xm + k, mask=k < K, other=0.0)
+        tl.store(y_ptr + row * stride_ym + k, x * rstd * tl.load(norm_ptr + k, mask=k < K, other=0.0), mask=k < K)
+
+
+@triton.jit
 def q8_0_matmul_kernel(x_ptr, norm_ptr, w_ptr, w16_ptr, y_ptr, M, N, K, stride_xm, stride_ym, eps,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """y = rmsnorm(x) * norm @ W^T for W in Q8_0 rows: the output head over the tied embedding."""
@@ -233,12 +354,26 @@ def _blocks(m: int) -> tuple:
     return (1, 32) if m == 1 else (16, 32)
 
 
+GEMV_ROWS = 8  # rows of the matrix per program of a one-token product
+
+
+GEMV_STEP = 16  # blocks per step of the one-token kernels' main loop
+
+
+def _tail_step(k: int) -> int:
+    """Blocks per step of the rest after the main loop: any power of two that divides it."""
+    rest = (k // QK) % GEMV_STEP
+    return rest & -rest if rest else 1
+
+
 def linear(x, w: QuantMatrix, norm=None, residual=None, eps=0.0):
     """(rmsnorm(x) * norm if norm is given else x) @ w^T (+ residual)."""
     m, k = x.shape
     if k != w.cols:
         raise ValueError(f"activations of width {k} against a matrix of {w.cols} columns")
     y = torch.empty((m, w.rows), dtype=torch.float32)
+    if m == 1:
+        return _gemv(x, w, norm, residual, eps, y)
     bm, bn = _blocks(m)
     grid = (triton.cdiv(w.rows, bn), triton.cdiv(m, bm))
     if w.kind == "Q8_0":
@@ -253,9 +388,33 @@ def linear(x, w: QuantMatrix, norm=None, residual=None, eps=0.0):
     return y
 
 
+def _gemv(x, w, norm, residual, eps, y):
+    if w.rows < GEMV_ROWS:
+        raise ValueError(f"a matrix of {w.rows} rows: the one-token kernels need at least {GEMV_ROWS}")
+    grid = (triton.cdiv(w.rows, GEMV_ROWS),)
+    steps = dict(BLOCK_N=GEMV_ROWS, NB=GEMV_STEP, NB_TAIL=_tail_step(w.cols))
+    if w.kind == "Q8_0":
+        if norm is None or residual is not None:
+            raise ValueError("the Q8_0 kernel is the output head: rmsnorm first, no residual")
+        # normalised once here, not once per program: the head has thousands of programs
+        xn = torch.empty_like(x)
+        rmsnorm_kernel[(1,)](x, norm, xn, w.cols, x.stride(0), xn.stride(0), eps, BLOCK_K=256)
+        q8_0_gemv_kernel[grid](xn, w.values, w.halves, y, w.rows, w.cols, **steps)
+        return y
+    q4_1_gemv_kernel[grid](x, x if norm is None else norm, w.data, w.halves, y if residual is None else residual, y,
+                           w.rows, w.cols, eps, NORM=norm is not None, RESIDUAL=residual is not None, **steps)
+    return y
+
+
 def swiglu(x, norm, gate: QuantMatrix, up: QuantMatrix, eps):
+    """silu(rmsnorm(x) * norm @ gate^T) * (rmsnorm(x) * norm @ up^T)."""
     m, k = x.shape
     y = torch.empty((m, gate.rows), dtype=torch.float32)
+    if m == 1:
+        q4_1_swiglu_gemv_kernel[(triton.cdiv(gate.rows, GEMV_ROWS),)](
+            x, norm, gate.data, gate.halves, up.data, up.halves, y, gate.rows, k, eps, BLOCK_N=GEMV_ROWS,
+            NB=GEMV_STEP, NB_TAIL=_tail_step(k))
+        return y
     bm, bn = _blocks(m)
     grid = (triton.cdiv(gate.rows, bn), triton.cdiv(m, bm))
     q4_1_swiglu_kernel[grid](x, norm, gate.data, gate.halves, up.data, up.halves, y, m, gate.rows, k, x.stride(0),

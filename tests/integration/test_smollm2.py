@@ -92,7 +92,7 @@ class _Ops(TorchDispatchMode):
 
 
 # allocation and views: what the host code may ask torch for
-NOT_COMPUTE = {"empty", "empty_strided", "select", "slice", "view", "alias", "detach", "lift_fresh"}
+NOT_COMPUTE = {"empty", "empty_like", "empty_strided", "select", "slice", "view", "alias", "detach", "lift_fresh"}
 
 
 def test_forward_runs_no_torch_compute(host_driver, host_model):
