@@ -142,6 +142,9 @@ class DirectLauncher {
 
     /* triton's launcher call: (gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
      * launch_enter_hook, launch_exit_hook, *args). */
+    /* the Python launcher (CPULauncher) this one falls back to: what it knows about the kernel */
+    py::object slow() const { return slow_; }
+
     py::object call(py::args all) {
         PyObject *const *a = &PyTuple_GET_ITEM(all.ptr(), 0);
         Py_ssize_t n = PyTuple_GET_SIZE(all.ptr());
@@ -596,7 +599,8 @@ PYBIND11_MODULE(spine_launch, m) {
     py::class_<DirectLauncher>(m, "DirectLauncher")
         .def(py::init<py::list, py::list, py::handle, py::list, uintptr_t, uintptr_t, py::object, py::object,
                       py::object>())
-        .def("__call__", &DirectLauncher::call);
+        .def("__call__", &DirectLauncher::call)
+        .def_property_readonly("slow", &DirectLauncher::slow);
     m.def("environment", &environment);
     m.attr("POINTER") = (int)POINTER;
     m.attr("INT") = (int)INT;

@@ -80,9 +80,11 @@ def _switches_set(values: dict):
                 os.environ[name] = value
 
 
-def traced_launch(launch, qemu_cpu: str | None = None) -> Trace:
+def traced_launch(launch, qemu_cpu: str | None = None, arena_mb: int | None = None) -> Trace:
     """Runs `launch` (a riscv64 launch returning the CompiledKernel, or a LoadedKernel) once in a freshly
-    started, traced kernel server with the grid on one thread (and QEMU's `-cpu qemu_cpu`, if given)."""
+    started, traced kernel server with the grid on one thread (and QEMU's `-cpu qemu_cpu`, if given). The
+    server's arena is at least `arena_mb`: one that had to grow midway would restart the server, and the
+    log of the first would end there (that is an error, never a short count)."""
     from ..driver.cpu_driver import _executor_for
     from ..targets import riscv64_target
 
@@ -95,18 +97,33 @@ def traced_launch(launch, qemu_cpu: str | None = None) -> Trace:
         values = {switches.QEMU_TRACE: fifo, switches.NUM_THREADS: 1, switches.REMOTE: None}
         if qemu_cpu:
             values[switches.QEMU_CPU] = qemu_cpu
+        if arena_mb:
+            values[switches.ARENA_MB] = arena_mb
         with _switches_set(values):
             executor = _executor_for(riscv64_target())
             executor.shutdown()          # the next launch starts a traced server
+            started = executor.generation
             result = launch()
+            restarts = executor.generation - started - 1
             executor.shutdown()          # QEMU flushes the log as it exits
+        if restarts > 0:
+            raise RuntimeError(f"the kernel server restarted {restarts} time(s) while counting (its arena grew, "
+                               f"or its kernel table filled): the count would miss what ran after; pass a "
+                               f"larger arena_mb")
         reader.join(timeout=600)
     return Trace(reader.counts, reader.run_starts, reader.run_lengths, _text_range(result), result)
 
 
 def _text_range(result) -> tuple:
-    """Where the guest server loaded the kernel's code, as its executor recorded it."""
+    """Where the guest server loaded the kernel's code, as its executor recorded it. A launch whose arguments
+    overlapped ran the kernel's alias-safe variant: then that variant is the one loaded, and counted."""
     kernel = getattr(result, "function", result)
+    launcher = getattr(result, "_run", None)
+    launcher = getattr(launcher, "slow", launcher)  # the fast path's Python launcher
+    variant = getattr(launcher, "alias_safe_kernel", None)
+    if variant is not None and getattr(variant.function, "loaded", None) is not None \
+            and variant.function.generation >= getattr(kernel, "generation", -1):
+        kernel = variant.function  # loaded by the latest server, the traced one
     on_server = getattr(kernel, "loaded", None)
     if on_server is not None:
         return tuple(on_server.text)

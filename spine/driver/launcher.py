@@ -139,6 +139,11 @@ class CPULauncher:
                 return True
         return False
 
+    @property
+    def alias_safe_kernel(self):
+        """The copying variant, if a launch with overlapping arguments has needed it (what then ran)."""
+        return self._alias_safe_kernel
+
     def _alias_safe(self):
         """The variant of this kernel that copies every loaded tile, compiled on first need."""
         if self._alias_safe_kernel is None:

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from spine import switches
 from spine.count.__main__ import main
@@ -115,3 +116,20 @@ def test_a_missing_argument_function_is_reported(capsys):
     assert main([f"{KERNELS}:add_kernel", "--signature", "*fp32,*fp32,*fp32,i32", "--constexpr", "BLOCK=256",
                  "--grid", "1", "--args-from", f"{KERNELS}:no_such_function"]) == 2
     assert "defines no function 'no_such_function'" in capsys.readouterr().err
+
+
+def test_a_launch_with_overlapping_arguments_counts_the_variant_that_ran():
+    """A launch whose output overlaps an input runs the kernel's alias-safe variant; the count is that
+    variant's (it copies each loaded tile first, so it costs more), not a failure to find the kernel."""
+    import triton
+    from spine.count import count_instructions
+    from spine.driver import CPUDriver
+    from tests.count.kernels import add_kernel
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    x = torch.arange(512, dtype=torch.float32)
+    apart = count_instructions(lambda: add_kernel[(2,)](x, x, torch.empty_like(x), 512, BLOCK=256))
+    shifted = x.clone()
+    overlapping = count_instructions(lambda: add_kernel[(2,)](shifted[1:], shifted[1:], shifted[:-1], 511,
+                                                              BLOCK=256))
+    assert overlapping > apart > 0
+    torch.testing.assert_close(shifted[:-1], 2 * x[1:])
