@@ -143,7 +143,7 @@ class DirectLauncher {
     /* triton's launcher call: (gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
      * launch_enter_hook, launch_exit_hook, *args). */
     /* the Python launcher (CPULauncher) this one falls back to: what it knows about the kernel */
-    py::object slow() const { return slow_; }
+    py::object python_launcher() const { return slow_; }
 
     py::object call(py::args all) {
         PyObject *const *a = &PyTuple_GET_ITEM(all.ptr(), 0);
@@ -600,7 +600,7 @@ PYBIND11_MODULE(spine_launch, m) {
         .def(py::init<py::list, py::list, py::handle, py::list, uintptr_t, uintptr_t, py::object, py::object,
                       py::object>())
         .def("__call__", &DirectLauncher::call)
-        .def_property_readonly("slow", &DirectLauncher::slow);
+        .def_property_readonly("python_launcher", &DirectLauncher::python_launcher);
     m.def("environment", &environment);
     m.attr("POINTER") = (int)POINTER;
     m.attr("INT") = (int)INT;

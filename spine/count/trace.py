@@ -119,7 +119,7 @@ def _text_range(result) -> tuple:
     overlapped ran the kernel's alias-safe variant: then that variant is the one loaded, and counted."""
     kernel = getattr(result, "function", result)
     launcher = getattr(result, "_run", None)
-    launcher = getattr(launcher, "slow", launcher)  # the fast path's Python launcher
+    launcher = getattr(launcher, "python_launcher", launcher)  # behind the fast path
     variant = getattr(launcher, "alias_safe_kernel", None)
     if variant is not None and getattr(variant.function, "loaded", None) is not None \
             and variant.function.generation >= getattr(kernel, "generation", -1):
