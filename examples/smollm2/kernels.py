@@ -382,7 +382,8 @@ def linear(x, w: QuantMatrix, norm=None, residual=None, eps=0.0):
         q8_0_matmul_kernel[grid](x, norm, w.values, w.halves, y, m, w.rows, k, x.stride(0), y.stride(0), eps,
                                  BLOCK_M=bm, BLOCK_N=bn)
         return y
-    q4_1_matmul_kernel[grid](x, x if norm is None else norm, w.data, w.halves, y if residual is None else residual,
+    # unused pointers get x: passing y would make the output overlap an input, which runs a copying variant
+    q4_1_matmul_kernel[grid](x, x if norm is None else norm, w.data, w.halves, x if residual is None else residual,
                              y, m, w.rows, k, x.stride(0), y.stride(0), eps, NORM=norm is not None,
                              RESIDUAL=residual is not None, BLOCK_M=bm, BLOCK_N=bn)
     return y
@@ -401,7 +402,7 @@ def _gemv(x, w, norm, residual, eps, y):
         rmsnorm_kernel[(1,)](x, norm, xn, w.cols, x.stride(0), xn.stride(0), eps, BLOCK_K=256)
         q8_0_gemv_kernel[grid](xn, w.values, w.halves, y, w.rows, w.cols, **steps)
         return y
-    q4_1_gemv_kernel[grid](x, x if norm is None else norm, w.data, w.halves, y if residual is None else residual, y,
+    q4_1_gemv_kernel[grid](x, x if norm is None else norm, w.data, w.halves, x if residual is None else residual, y,
                            w.rows, w.cols, eps, NORM=norm is not None, RESIDUAL=residual is not None, **steps)
     return y
 

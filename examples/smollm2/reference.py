@@ -34,19 +34,27 @@ class Reference:
         x0, x1 = x[..., 0::2], x[..., 1::2]
         return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1).flatten(-2)
 
-    def logits(self, ids: list) -> torch.Tensor:
-        """Logits at every position of `ids` (no cache: the whole sequence each time)."""
+    def logits(self, ids: list, cache: list | None = None) -> torch.Tensor:
+        """Logits at every position of `ids`. Without a cache the whole sequence is computed (what the tests
+        compare against); with one (a list that starts empty and holds each layer's keys and values), `ids`
+        follow the cached tokens, as a KV-cached decoder runs (what the benchmark times)."""
         cfg, w = self.config, self.weights
         t, hd = len(ids), cfg.head_dim
-        positions = torch.arange(t)
+        start = cache[0][0].shape[0] if cache else 0
+        positions = torch.arange(start, start + t)
         x = w["token_embd.weight"][torch.tensor(ids)]
-        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        causal = torch.ones(t, start + t, dtype=torch.bool).tril(start)
         for i in range(cfg.n_layers):
             p = f"blk.{i}."
             h = self._rms(x, w[p + "attn_norm.weight"])
             q = self._rope((h @ w[p + "attn_q.weight"].T).view(t, cfg.n_heads, hd), positions)
             k = self._rope((h @ w[p + "attn_k.weight"].T).view(t, cfg.n_kv_heads, hd), positions)
             v = (h @ w[p + "attn_v.weight"].T).view(t, cfg.n_kv_heads, hd)
+            if cache is not None:
+                if len(cache) <= i:
+                    cache.append((k[:0], v[:0]))
+                k, v = torch.cat([cache[i][0], k]), torch.cat([cache[i][1], v])
+                cache[i] = (k, v)
             group = cfg.n_heads // cfg.n_kv_heads
             k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
             scores = torch.einsum("thd,shd->hts", q, k) / hd ** 0.5
