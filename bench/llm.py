@@ -1,0 +1,209 @@
+"""SmolLM2-135M-Instruct (Q4_1 GGUF) side by side: Spine (examples/smollm2), llama.cpp on the same GGUF, and
+eager torch on the dequantized weights, on the same threads, in one run.
+
+    .venv/bin/python bench/llm.py [--threads N] [--prompt-tokens 128] [--new-tokens 64] [--skip-llama-cpp]
+    .venv/bin/python bench/llm.py --riscv64-counts    # guest instructions per decoded token under QEMU
+
+Host rows: prefill tokens/s (one pass over a prompt of `--prompt-tokens`) and decode tokens/s (`--new-tokens`
+single-token passes after it), best of `--rounds`. llama.cpp's figures are `llama-bench`'s (pp and tg
+tests, same lengths and threads), built by bench/llama_cpp.py. Spine's grid threads are set with
+SPINE_NUM_THREADS; torch's with torch.set_num_threads.
+
+riscv64 counts: every guest instruction inside Spine's kernels for one decode step after a 16-token prompt,
+counted by `spine.count` (QEMU's execution log). The step is the embedding, 30 identical layers and the head:
+one layer's kernels and the head's are counted and the layers multiplied out, which is exact because the
+layers have the same shapes and positions."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+
+PROMPT_TEXT = ("The RISC-V vector extension lets one binary run on machines of any vector length. Compilers "
+               "that target it must choose how to strip-mine loops, when to widen, and how to keep the vector "
+               "registers busy while the scalar core computes addresses. ")
+
+
+def prompt_ids(tokenizer, n: int) -> list:
+    ids = []
+    while len(ids) < n:
+        ids += tokenizer.encode(PROMPT_TEXT)
+    return ids[:n]
+
+
+def best_of(rounds: int, fn) -> float:
+    """Fewest seconds of `rounds` calls of fn."""
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def spine_host(gguf, prompt: list, new_tokens: int, rounds: int) -> dict:
+    import torch
+    import triton
+    from smollm2.model import SmolLM2
+    from spine.driver import CPUDriver
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    model = SmolLM2.load(gguf, capacity=len(prompt) + new_tokens)
+    ids = torch.tensor(prompt, dtype=torch.int32)
+    token = torch.tensor([prompt[-1]], dtype=torch.int32)
+
+    def prefill():
+        model.reset()
+        model.forward(ids)
+
+    def decode():
+        prefill()
+        start = time.perf_counter()
+        for _ in range(new_tokens):
+            model.forward(token)
+        return time.perf_counter() - start
+
+    prefill()  # compiles
+    decode()
+    pre = best_of(rounds, prefill)
+    dec = min(decode() for _ in range(rounds))
+    return {"prefill": len(prompt) / pre, "decode": new_tokens / dec}
+
+
+def torch_host(gguf, prompt: list, new_tokens: int, rounds: int, threads: int) -> dict:
+    import torch
+    from smollm2.reference import Reference
+    torch.set_num_threads(threads)
+    ref = Reference.load(gguf)
+
+    def decode():
+        cache = []
+        with torch.no_grad():
+            ref.logits(prompt, cache)
+            start = time.perf_counter()
+            for _ in range(new_tokens):
+                ref.logits(prompt[-1:], cache)
+        return time.perf_counter() - start
+
+    with torch.no_grad():
+        pre = best_of(rounds, lambda: ref.logits(prompt, []))
+    dec = min(decode() for _ in range(rounds))
+    return {"prefill": len(prompt) / pre, "decode": new_tokens / dec}
+
+
+def llama_cpp_host(path: str, prompt_tokens: int, new_tokens: int, rounds: int, threads: int) -> dict:
+    from llama_cpp import build
+    bin_dir = build("host")
+    out = subprocess.run([os.path.join(bin_dir, "llama-bench"), "-m", path, "-t", str(threads), "-p",
+                          str(prompt_tokens), "-n", str(new_tokens), "-r", str(rounds), "-o", "json"],
+                         capture_output=True, text=True, check=True)
+    rows = json.loads(out.stdout)
+    speed = {("prefill" if row["n_prompt"] else "decode"): row["avg_ts"] for row in rows}
+    return speed
+
+
+class _Recording:
+    """Stands in for a @triton.jit kernel: launches it and keeps each launch (kernel, grid, arguments), so
+    that each can be counted again alone."""
+
+    def __init__(self, kernel, launches: list):
+        self.kernel, self.launches = kernel, launches
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.launches.append((self.kernel, grid, args, kwargs))
+            return self.kernel[grid](*args, **kwargs)
+        return launch
+
+
+def riscv64_counts(gguf) -> dict:
+    """Guest instructions inside Spine's kernels for one decode step (see the module's docstring)."""
+    import torch
+    import triton
+    from icount import count_instructions
+    from smollm2 import kernels
+    from smollm2.model import SmolLM2
+    from spine.driver import CPUDriver
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    model = SmolLM2.load(gguf, capacity=32, n_layers=1)
+    cfg = model.config
+    model.forward(torch.arange(16, dtype=torch.int32))  # compiles, and fills 16 positions of the cache
+    # the kernels the launchers launch (not the @triton.jit helpers the kernels call)
+    jitted = {name: value for name, value in vars(kernels).items()
+              if isinstance(value, triton.JITFunction) and name.endswith("_kernel")}
+    parts = {"embedding": lambda: kernels.embedding(torch.tensor([7], dtype=torch.int32), model.embed),
+             "layer": lambda: _one_layer(model),
+             "head + argmax": lambda: kernels.argmax(kernels.linear(torch.randn(1, cfg.width), model.embed,
+                                                                     norm=model.output_norm, eps=cfg.rms_eps))}
+    counts = {}
+    for part, run in parts.items():
+        launches = []
+        try:
+            for name, kernel in jitted.items():
+                setattr(kernels, name, _Recording(kernel, launches))
+            run()
+        finally:
+            for name, kernel in jitted.items():
+                setattr(kernels, name, kernel)
+        counts[part] = [(kernel.__name__, count_instructions(lambda: kernel[grid](*args, **kwargs)))
+                        for kernel, grid, args, kwargs in launches]
+    total = {part: sum(n for _, n in launches) for part, launches in counts.items()}
+    layers = gguf.config.n_layers
+    per_token = total["embedding"] + layers * total["layer"] + total["head + argmax"]
+    return {"per_token": per_token, "parts": total, "kernels": counts, "layers": layers}
+
+
+def _one_layer(model):
+    """The kernels of one layer of a decode step at position 16, as SmolLM2.forward launches them."""
+    import torch
+    from smollm2 import kernels
+    cfg, layer = model.config, model.layers[0]
+    x = torch.randn(1, cfg.width)
+    qkv = kernels.linear(x, layer.qkv, norm=layer.attn_norm, eps=cfg.rms_eps)
+    kernels.rope_and_cache(qkv, model.k_cache[0], model.v_cache[0], 16, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
+                           cfg.rope_base)
+    mixed = kernels.attention(qkv, model.k_cache[0], model.v_cache[0], 16, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
+    x = kernels.linear(mixed, layer.out, residual=x)
+    kernels.linear(kernels.swiglu(x, layer.ffn_norm, layer.gate, layer.up, cfg.rms_eps), layer.down, residual=x)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--prompt-tokens", type=int, default=128)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skip-llama-cpp", action="store_true")
+    parser.add_argument("--riscv64-counts", action="store_true")
+    args = parser.parse_args(argv)
+    os.environ["SPINE_NUM_THREADS"] = str(args.threads)
+    from smollm2.gguf_file import read_gguf
+    from smollm2.tokenizer import build_tokenizer
+    gguf = read_gguf()
+    if args.riscv64_counts:
+        print(json.dumps(riscv64_counts(gguf), indent=1))
+        return
+    prompt = prompt_ids(build_tokenizer(gguf.fields), args.prompt_tokens)
+    rows = {"Spine": spine_host(gguf, prompt, args.new_tokens, args.rounds),
+            "eager torch (fp32, dequantized)": torch_host(gguf, prompt, args.new_tokens, args.rounds, args.threads)}
+    if not args.skip_llama_cpp:
+        rows["llama.cpp"] = llama_cpp_host(gguf.path, args.prompt_tokens, args.new_tokens, args.rounds, args.threads)
+    print(f"| SmolLM2-135M Q4_1, {args.threads} threads | prefill tokens/s ({args.prompt_tokens}-token prompt) | "
+          f"decode tokens/s ({args.new_tokens} tokens) |")
+    print("|---|---|---|")
+    for name, speed in rows.items():
+        print(f"| {name} | {speed['prefill']:.1f} | {speed['decode']:.1f} |")
+    if "llama.cpp" in rows:
+        ref = rows["llama.cpp"]
+        print(f"| Spine / llama.cpp | {rows['Spine']['prefill'] / ref['prefill']:.2f} | "
+              f"{rows['Spine']['decode'] / ref['decode']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
