@@ -186,3 +186,15 @@ def host_driver(monkeypatch):
 @pytest.fixture
 def riscv64_driver(monkeypatch):
     _use("riscv64", monkeypatch)
+
+
+def test_reference_with_a_cache_matches_it_without(gguf):
+    """The benchmark's eager torch decoder (the reference with a KV cache) computes what the tests compare
+    against."""
+    ref = Reference.load(gguf, n_layers=2)
+    ids = [504, 3575, 282, 4649, 314]
+    cache = []
+    prefix = ref.logits(ids[:3], cache)
+    step = ref.logits(ids[3:], cache)
+    whole = ref.logits(ids)
+    torch.testing.assert_close(torch.cat([prefix, step]), whole, rtol=1e-4, atol=1e-4)
