@@ -3,8 +3,8 @@
 Weights stay in the file's blocks. A Q4_1 block is 20 bytes for 32 weights: an fp16 scale d, an fp16 minimum
 m, then 16 bytes whose low nibbles are weights 0-15 and high nibbles weights 16-31; a weight is d * q + m.
 A Q8_0 block is 34 bytes: an fp16 scale d and 32 int8 values; a weight is d * q. The kernels read the
-blocks through two views of the same bytes (uint8 for the values, fp16 for the scales) and dequantize in
-registers. A block's dot product with activations x is d * sum(x * q) + m * sum(x), so the minimum costs
+blocks through views of the same bytes (uint8 for Q4_1's nibbles, int8 for Q8_0's values, fp16 for the
+scales) and dequantize in registers. A block's dot product with activations x is d * sum(x * q) + m * sum(x), so the minimum costs
 one multiply per block, not per weight.
 
 Activations are fp32 [tokens, features], row-major. Every op of the forward pass is one of these kernels;
