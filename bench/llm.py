@@ -103,9 +103,7 @@ def llama_cpp_host(path: str, prompt_tokens: int, new_tokens: int, rounds: int, 
     out = subprocess.run([os.path.join(bin_dir, "llama-bench"), "-m", path, "-t", str(threads), "-p",
                           str(prompt_tokens), "-n", str(new_tokens), "-r", str(rounds), "-o", "json"],
                          capture_output=True, text=True, check=True)
-    rows = json.loads(out.stdout)
-    speed = {("prefill" if row["n_prompt"] else "decode"): row["avg_ts"] for row in rows}
-    return speed
+    return {("prefill" if row["n_prompt"] else "decode"): row["avg_ts"] for row in json.loads(out.stdout)}
 
 
 class _Recording:
@@ -138,7 +136,7 @@ def riscv64_counts(gguf) -> dict:
     jitted = {name: value for name, value in vars(kernels).items()
               if isinstance(value, triton.JITFunction) and name.endswith("_kernel")}
     parts = {"embedding": lambda: kernels.embedding(torch.tensor([7], dtype=torch.int32), model.embed),
-             "layer": lambda: _one_layer(model),
+             "layer": lambda: model.run_layer(0, torch.randn(1, cfg.width)),  # at position 16
              "head + argmax": lambda: kernels.argmax(kernels.linear(torch.randn(1, cfg.width), model.embed,
                                                                      norm=model.output_norm, eps=cfg.rms_eps))}
     counts = {}
@@ -157,20 +155,6 @@ def riscv64_counts(gguf) -> dict:
     layers = gguf.config.n_layers
     per_token = total["embedding"] + layers * total["layer"] + total["head + argmax"]
     return {"per_token": per_token, "parts": total, "kernels": counts, "layers": layers}
-
-
-def _one_layer(model):
-    """The kernels of one layer of a decode step at position 16, as SmolLM2.forward launches them."""
-    import torch
-    from smollm2 import kernels
-    cfg, layer = model.config, model.layers[0]
-    x = torch.randn(1, cfg.width)
-    qkv = kernels.linear(x, layer.qkv, norm=layer.attn_norm, eps=cfg.rms_eps)
-    kernels.rope_and_cache(qkv, model.k_cache[0], model.v_cache[0], 16, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
-                           cfg.rope_base)
-    mixed = kernels.attention(qkv, model.k_cache[0], model.v_cache[0], 16, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
-    x = kernels.linear(mixed, layer.out, residual=x)
-    kernels.linear(kernels.swiglu(x, layer.ffn_norm, layer.gate, layer.up, cfg.rms_eps), layer.down, residual=x)
 
 
 def main(argv=None):

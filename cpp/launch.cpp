@@ -140,11 +140,11 @@ class DirectLauncher {
         active_ = py::str("active");
     }
 
-    /* triton's launcher call: (gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
-     * launch_enter_hook, launch_exit_hook, *args). */
     /* the Python launcher (CPULauncher) this one falls back to: what it knows about the kernel */
     py::object python_launcher() const { return slow_; }
 
+    /* triton's launcher call: (gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
+     * launch_enter_hook, launch_exit_hook, *args). */
     py::object call(py::args all) {
         PyObject *const *a = &PyTuple_GET_ITEM(all.ptr(), 0);
         Py_ssize_t n = PyTuple_GET_SIZE(all.ptr());

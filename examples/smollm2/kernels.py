@@ -4,11 +4,13 @@ Weights stay in the file's blocks. A Q4_1 block is 20 bytes for 32 weights: an f
 m, then 16 bytes whose low nibbles are weights 0-15 and high nibbles weights 16-31; a weight is d * q + m.
 A Q8_0 block is 34 bytes: an fp16 scale d and 32 int8 values; a weight is d * q. The kernels read the
 blocks through views of the same bytes (uint8 for Q4_1's nibbles, int8 for Q8_0's values, fp16 for the
-scales) and dequantize in registers. A block's dot product with activations x is d * sum(x * q) + m * sum(x), so the minimum costs
-one multiply per block, not per weight.
+scales) and dequantize in registers. A block's dot product with activations x is d * sum(x * q) +
+m * sum(x), so the minimum costs one multiply per block, not per weight.
 
 Activations are fp32 [tokens, features], row-major. Every op of the forward pass is one of these kernels;
 the host code only allocates."""
+import math
+
 import torch
 import triton
 import triton.language as tl
@@ -349,14 +351,9 @@ class QuantMatrix:
         return self.data.numel()
 
 
-def _blocks(m: int) -> tuple:
-    """BLOCK_M, BLOCK_N: one row for a decoded token, else 16 tokens at a time."""
-    return (1, 32) if m == 1 else (16, 32)
-
-
+# tokens and matrix rows per program of a product over several tokens (one token takes the GEMV kernels)
+PREFILL_BLOCKS = (16, 32)
 GEMV_ROWS = 8  # rows of the matrix per program of a one-token product
-
-
 GEMV_STEP = 16  # blocks per step of the one-token kernels' main loop
 
 
@@ -371,14 +368,14 @@ def linear(x, w: QuantMatrix, norm=None, residual=None, eps=0.0):
     m, k = x.shape
     if k != w.cols:
         raise ValueError(f"activations of width {k} against a matrix of {w.cols} columns")
+    if w.kind == "Q8_0" and (norm is None or residual is not None):
+        raise ValueError("the Q8_0 kernel is the output head: rmsnorm first, no residual")
     y = torch.empty((m, w.rows), dtype=torch.float32)
     if m == 1:
         return _gemv(x, w, norm, residual, eps, y)
-    bm, bn = _blocks(m)
+    bm, bn = PREFILL_BLOCKS
     grid = (triton.cdiv(w.rows, bn), triton.cdiv(m, bm))
     if w.kind == "Q8_0":
-        if norm is None or residual is not None:
-            raise ValueError("the Q8_0 kernel is the output head: rmsnorm first, no residual")
         q8_0_matmul_kernel[grid](x, norm, w.values, w.halves, y, m, w.rows, k, x.stride(0), y.stride(0), eps,
                                  BLOCK_M=bm, BLOCK_N=bn)
         return y
@@ -395,8 +392,6 @@ def _gemv(x, w, norm, residual, eps, y):
     grid = (triton.cdiv(w.rows, GEMV_ROWS),)
     steps = dict(BLOCK_N=GEMV_ROWS, NB=GEMV_STEP, NB_TAIL=_tail_step(w.cols))
     if w.kind == "Q8_0":
-        if norm is None or residual is not None:
-            raise ValueError("the Q8_0 kernel is the output head: rmsnorm first, no residual")
         # normalised once here, not once per program: the head has thousands of programs
         xn = torch.empty_like(x)
         rmsnorm_kernel[(1,)](x, norm, xn, w.cols, x.stride(0), xn.stride(0), eps, BLOCK_K=256)
@@ -416,7 +411,7 @@ def swiglu(x, norm, gate: QuantMatrix, up: QuantMatrix, eps):
             x, norm, gate.data, gate.halves, up.data, up.halves, y, gate.rows, k, eps, BLOCK_N=GEMV_ROWS,
             NB=GEMV_STEP, NB_TAIL=_tail_step(k))
         return y
-    bm, bn = _blocks(m)
+    bm, bn = PREFILL_BLOCKS
     grid = (triton.cdiv(gate.rows, bn), triton.cdiv(m, bm))
     q4_1_swiglu_kernel[grid](x, norm, gate.data, gate.halves, up.data, up.halves, y, m, gate.rows, k, x.stride(0),
                              y.stride(0), eps, BLOCK_M=bm, BLOCK_N=bn)
@@ -432,7 +427,6 @@ def embedding(ids, table: QuantMatrix):
 def rope_and_cache(qkv, k_cache, v_cache, start_pos, n_heads, n_kv, head_dim, rope_base):
     """Rotates the q part of qkv [T, (n_heads + 2 n_kv) * head_dim] in place; writes rotated k and v into the
     caches [n_kv, capacity, head_dim] at positions start_pos ..."""
-    import math
     t = qkv.shape[0]
     rope_kv_kernel[(t, n_heads + n_kv)](qkv, k_cache, v_cache, start_pos, qkv.stride(0), k_cache.stride(0),
                                         k_cache.stride(1), math.log(rope_base), N_HEADS=n_heads, N_KV=n_kv,

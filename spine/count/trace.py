@@ -80,11 +80,11 @@ def _switches_set(values: dict):
                 os.environ[name] = value
 
 
-def traced_launch(launch, qemu_cpu: str | None = None, arena_mb: int | None = None) -> Trace:
+def traced_launch(launch, qemu_cpu: str | None = None) -> Trace:
     """Runs `launch` (a riscv64 launch returning the CompiledKernel, or a LoadedKernel) once in a freshly
-    started, traced kernel server with the grid on one thread (and QEMU's `-cpu qemu_cpu`, if given). The
-    server's arena is at least `arena_mb`: one that had to grow midway would restart the server, and the
-    log of the first would end there (that is an error, never a short count)."""
+    started, traced kernel server with the grid on one thread (and QEMU's `-cpu qemu_cpu`, if given). A
+    server that had to restart midway (its arena grew) would end the log there: that is an error, never a
+    short count."""
     from ..driver.cpu_driver import _executor_for
     from ..targets import riscv64_target
 
@@ -97,8 +97,6 @@ def traced_launch(launch, qemu_cpu: str | None = None, arena_mb: int | None = No
         values = {switches.QEMU_TRACE: fifo, switches.NUM_THREADS: 1, switches.REMOTE: None}
         if qemu_cpu:
             values[switches.QEMU_CPU] = qemu_cpu
-        if arena_mb:
-            values[switches.ARENA_MB] = arena_mb
         with _switches_set(values):
             executor = _executor_for(riscv64_target())
             executor.shutdown()          # the next launch starts a traced server
@@ -108,8 +106,8 @@ def traced_launch(launch, qemu_cpu: str | None = None, arena_mb: int | None = No
             executor.shutdown()          # QEMU flushes the log as it exits
         if restarts > 0:
             raise RuntimeError(f"the kernel server restarted {restarts} time(s) while counting (its arena grew, "
-                               f"or its kernel table filled): the count would miss what ran after; pass a "
-                               f"larger arena_mb")
+                               f"or its kernel table filled): the count would miss what ran after; set "
+                               f"{switches.ARENA_MB.name} larger")
         reader.join(timeout=600)
     return Trace(reader.counts, reader.run_starts, reader.run_lengths, _text_range(result), result)
 
