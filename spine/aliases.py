@@ -7,7 +7,8 @@ profiler` must work with the unmodified triton wheel, whose directories we do no
 finder maps those names onto Spine modules when (and only when) they are imported.
 
 The same finder follows the import of `triton.profiler` (triton's own module, loaded as it is) with
-spine.proton.triton_api.install, which lets `proton.start(..., backend="cpu")` reach Spine's profiler, and
+spine.proton.triton_api.install, which lets `proton.start(..., backend="cpu")` reach Spine's profiler (and
+that of `triton.profiler.proton` with complete_command_module, spine-triton's spelling of the API), and
 that of `triton.runtime.driver` with spine.triton_backend.driver_choice.install (triton-cpu's
 `set_active_to_cpu()`).
 """
@@ -36,6 +37,7 @@ PACKAGES = ("spine.triton_backend", "spine.language.smt", "spine.language.cpu", 
 
 # triton modules whose import is followed by a hook of ours: module → "spine module:function"
 FOLLOWED = {"triton.profiler": "spine.proton.triton_api:install",
+            "triton.profiler.proton": "spine.proton.triton_api:complete_command_module",
             "triton.runtime.driver": "spine.triton_backend.driver_choice:install"}
 
 

@@ -12,6 +12,11 @@ the `proton` command line) picks the CPU profiler too. install() runs when trito
 A CPU session records every kernel launch (kernel, grid, time, and the scopes of instrumented kernels)
 and the host scopes around them; finalize() writes `<name>.hatchet` (data="tree", the default) or
 `<name>.chrome_trace` (data="trace"), or the format finalize(output_format=...) names.
+
+spine-triton's examples import the API as `import triton.profiler.proton as proton`. In stock triton that
+name is the `proton` command line's module, which has `start` and `finalize` but no `scope`; spine-triton's
+patched triton gives it the package's whole API. complete_command_module() does the same when that module
+is imported, adding only the names it lacks (the package's own objects, so both spellings are one API).
 """
 from __future__ import annotations
 
@@ -176,3 +181,17 @@ def install() -> None:
             module.libproton = route
     if not hasattr(profile._select_backend, "__wrapped__"):
         profile._select_backend = _cpu_aware(profile._select_backend)
+
+
+# The package-level API (triton/profiler/__init__.py) that spine-triton's `triton.profiler.proton` offers.
+PACKAGE_API = ("scope", "cpu_timed_scope", "enter_scope", "exit_scope", "state", "enter_state", "exit_state",
+               "start", "activate", "deactivate", "finalize", "profile", "DEFAULT_PROFILE_NAME", "context",
+               "specs", "mode")
+
+
+def complete_command_module() -> None:
+    """Gives `triton.profiler.proton` the names of PACKAGE_API it lacks (idempotent)."""
+    package, command = sys.modules["triton.profiler"], sys.modules["triton.profiler.proton"]
+    for name in PACKAGE_API:
+        if not hasattr(command, name):
+            setattr(command, name, getattr(package, name))

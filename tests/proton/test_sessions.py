@@ -132,3 +132,38 @@ def test_the_proton_command_line_profiles_a_script(tmp_path):
     assert proc.returncode == 0, proc.stderr
     literal, _ = _tree(tmp_path / "cli.hatchet")
     assert _children(literal[0])["plain_kernel"]["metrics"]["count"] == 1
+
+
+SPINE_TRITON_SPELLING = """
+import torch, triton
+import triton.profiler.proton as proton          # spine-triton's examples import the API by this name
+from triton.backends.spine_triton.driver import CPUDriver
+from tests.proton.kernels import plain_kernel
+triton.runtime.driver.set_active(CPUDriver())
+x = torch.rand(1000); out = torch.empty(1000)
+proton.start({name!r}, backend="cpu")
+for _ in range(3):
+    with proton.scope("loop"):
+        plain_kernel[(8,)](x, out, 1000, BLOCK=128)
+proton.finalize()
+assert proton.scope is triton.profiler.scope
+"""
+
+
+def test_spine_tritons_spelling_of_the_api(tmp_path):
+    """`import triton.profiler.proton as proton` in a fresh process: the command line's module carries the
+    package's scope/start/finalize, as spine-triton's patched triton has it."""
+    import os
+    import subprocess
+    import sys
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = tmp_path / "script.py"
+    script.write_text(SPINE_TRITON_SPELLING.format(name=str(tmp_path / "run")))
+    env = dict(os.environ, SPINE_TARGET="host", PYTHONPATH=repo)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600,
+                          cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    literal, _ = _tree(tmp_path / "run.hatchet")
+    loop = _children(literal[0])["loop"]
+    assert loop["metrics"]["count"] == 3
+    assert _children(loop)["plain_kernel"]["metrics"]["count"] == 3
