@@ -82,8 +82,9 @@ HOST_CPU = Switch("SPINE_HOST_CPU", str, None, "LLVM CPU name for `host` code (d
                   "`znver4`); set it to compile for another x86 CPU", compile_key=True)
 HOST_FEATURES = Switch("SPINE_HOST_FEATURES", str, None, "LLVM feature string for `host` code (default: this "
                        "machine's; with `SPINE_HOST_CPU` set, that CPU's)", compile_key=True)
-RISCV_CPU = Switch("SPINE_RISCV_CPU", str, "generic-rv64", "LLVM CPU name for riscv64 code (e.g. `spacemit-x60`, "
-                   "`sifive-x280`)", compile_key=True)
+RISCV_CPU = Switch("SPINE_RISCV_CPU", str, "generic-rv64", "CPU for riscv64 code: an LLVM CPU name (e.g. "
+                   "`sifive-x280`), or a SpacemiT core's name or arch id (`spacemit-x60`, `spacemit-a100`, `0xA064`: "
+                   "spine/spacemit_cores.py)", compile_key=True)
 RISCV_FEATURES = Switch("SPINE_RISCV_FEATURES", str, "+64bit,+m,+a,+f,+d,+c,+v,+zfh,+zvfh,+zba,+zbb,+zbs",
                         "LLVM features for riscv64 (default RV64GC + V + Zfh/Zvfh + Zba/Zbb/Zbs)", compile_key=True)
 DUMP_PATH = Switch("SPINE_TRITON_DUMP_PATH", str, "", "write every stage (`.ttir .linalg .llir .s .o .so`) "

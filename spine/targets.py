@@ -6,6 +6,7 @@ import platform
 from dataclasses import dataclass, replace
 
 from . import switches
+from .spacemit_cores import core_named
 
 # Largest buffer (bytes) the generated code keeps on the stack instead of the heap. Shared by the
 # conversion (which tiles may be copied into a stack buffer) and the lowering (which allocations become
@@ -92,6 +93,7 @@ class Target:
     triple: str
     cpu: str
     features: str
+    core: str = ""     # the SpacemiT core (spacemit_cores.py) the riscv64 code is for, if one was chosen
 
     @property
     def is_native(self) -> bool:
@@ -99,10 +101,14 @@ class Target:
         return self.arch == platform.machine()
 
 
-def riscv64_target() -> Target:
+def riscv64_target(cpu: str | None = None) -> Target:
+    """riscv64 code for `cpu` (default SPINE_RISCV_CPU): an LLVM CPU name, a SpacemiT core's name or its
+    arch id."""
     # Not cpu=spacemit-x60 by default: QEMU 7.2 lacks some of its extensions.
-    return Target("riscv64", "riscv64", "riscv64-unknown-linux-gnu", switches.RISCV_CPU.get(),
-                  switches.RISCV_FEATURES.get())
+    cpu = cpu or switches.RISCV_CPU.get()
+    core = core_named(cpu)
+    return Target("riscv64", "riscv64", "riscv64-unknown-linux-gnu", core.llvm_cpu if core else cpu,
+                  switches.RISCV_FEATURES.get(), core.name if core else "")
 
 
 def host_target() -> Target:
@@ -127,12 +133,20 @@ def _host_target(cpu: str | None, features: str | None) -> Target:
 
 
 def target_from_name(name: str | None = None) -> Target:
+    """"riscv64" or "host" (default SPINE_TARGET); "riscv64:<core>" is riscv64 code for a SpacemiT core
+    (what `target_name` writes for one)."""
     name = (name or switches.TARGET.get()).lower()
+    name, _, core = name.partition(":")
     if name in ("riscv64", "rv64", "riscv"):
-        return riscv64_target()
-    if name in ("host", "native"):
+        return riscv64_target(core or None)
+    if name in ("host", "native") and not core:
         return host_target()
     raise ValueError(f"unknown Spine target {name!r}: expected 'riscv64' or 'host'")
+
+
+def target_name(target: Target) -> str:
+    """The name target_from_name turns back into `target`'s kind and core: triton's `GPUTarget.arch`."""
+    return f"{target.name}:{target.core}" if target.core else target.name
 
 
 def generic_cpu(triple: str, cpu: str, features: str) -> str:

@@ -2,6 +2,8 @@
 
     ttir    triton's passes, exported as generic MLIR        (compiler/ttir.py, compiler/export.py)
     linalg  TTIR → linalg/tensor/memref                      (to_linalg/)
+    ttsharedir  the same module, under the name spine-triton and triton-shared give this stage
+            (`compiled.asm["ttsharedir"]` in their users' code)
     llir    the MLIR passes down to LLVM IR, then the LLVM   (compiler/lower.py LLIR_PIPELINE,
             passes: Spine's rewrites and LLVM's O3            compiler/codegen.py LLVM_PIPELINE)
     obj     the target's machine code                        (compiler/codegen.py emit)
@@ -21,7 +23,8 @@ from triton.backends.compiler import BaseBackend, GPUTarget
 
 from ..cache import use_verified_cache
 from ..options import CPUOptions, environment_switches, warn_ignored
-from ..targets import target_from_name
+from ..spacemit_cores import core_of_arch_id
+from ..targets import riscv64_target, target_from_name
 
 
 @functools.lru_cache(maxsize=None)
@@ -57,6 +60,18 @@ def _mark_proton_scopes(mod, options):
     return mod
 
 
+def _cpu_target(arch):
+    """What `GPUTarget.arch` names: "riscv64", "riscv64:<core>" or "host" (the driver's target_name), or
+    an integer as spine-triton's code passes it: a SpacemiT arch id, or 0 for the active driver's target."""
+    if isinstance(arch, int) and not isinstance(arch, bool):
+        if arch == 0:
+            from triton.runtime import driver
+            active = driver.active.get_current_target()
+            return target_from_name(active.arch if active.backend == "cpu" else None)
+        return riscv64_target(core_of_arch_id(arch).name)
+    return target_from_name(arch)
+
+
 class CPUBackend(BaseBackend):
     binary_ext = "so"
 
@@ -67,7 +82,7 @@ class CPUBackend(BaseBackend):
     def __init__(self, target: GPUTarget) -> None:
         super().__init__(target)
         use_verified_cache()
-        self.cpu_target = target_from_name(target.arch.split(":")[0])
+        self.cpu_target = _cpu_target(target.arch)
 
     def hash(self) -> str:
         t = self.cpu_target
@@ -106,6 +121,7 @@ class CPUBackend(BaseBackend):
         from .pipeline import make_linalg, make_llir, make_obj, make_so, make_ttir
         stages["ttir"] = lambda src, metadata: _mark_proton_scopes(make_ttir(src, metadata, options), options)
         stages["linalg"] = lambda src, metadata: make_linalg(src, metadata, options)
+        stages["ttsharedir"] = lambda src, metadata: src
         stages["llir"] = lambda src, metadata: make_llir(src, metadata, options)
         stages["obj"] = lambda src, metadata: make_obj(src, metadata, options)
         stages["so"] = lambda src, metadata: make_so(src, metadata, options)

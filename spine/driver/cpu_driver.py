@@ -11,7 +11,8 @@ from triton.backends.driver import DriverBase
 from ..cache import atomic_write_bytes, cache_dir
 from .. import switches
 from ..switches import compile_key_values
-from ..targets import Target, host_target, riscv64_target, target_from_name
+from ..spacemit_cores import core_named
+from ..targets import Target, host_target, riscv64_target, target_from_name, target_name
 from ..device_shape import device_properties, vector_registers
 from .executor import executor_for
 from .settings import default_num_threads
@@ -111,7 +112,14 @@ class CPUDriver(DriverBase):
             return True
 
     def get_current_target(self):
-        return GPUTarget("cpu", self.target.name, 1)
+        return GPUTarget("cpu", target_name(self.target), 1)
+
+    @property
+    def current_arch_id(self) -> str | None:
+        """spine-triton's id of the SpacemiT core kernels are built for ("0x503C" for the X60:
+        spacemit_cores.py), None when the target is no SpacemiT core (the host, another RISC-V CPU)."""
+        core = self.target.core
+        return core_named(core).arch_id_text if core else None
 
     def get_current_device(self):
         # triton keeps its in-memory kernel cache per device. Each distinct (target, compile-affecting
