@@ -413,3 +413,19 @@ def test_float_bits(target):
     assert torch.equal(fi[0], f.view(torch.int32))
     rcp = apply(["rcp64h"], d)
     assert torch.equal(rcp[0].view(torch.int64), (1 / d).view(torch.int64) & ~0xFFFFFFFF)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_spine_tritons_gelu_functions_are_torchs(target, dtype):
+    """`libdevice.gelu_none` and `gelu_tanh` (spine-triton's names) against torch's gelu, computed in
+    float64 and rounded once: fp16/bf16 are computed in fp32 (within one rounding of the result type)."""
+    from triton.language.extra.cpu import libdevice as spine_triton_libdevice
+    assert spine_triton_libdevice.gelu_tanh is not None and spine_triton_libdevice.gelu_none is not None
+    x = torch.cat([torch.randn(997) * 4, torch.tensor([0.0, -0.0, 1e-30, -30.0, 30.0, float("inf"),
+                                                        float("-inf")])]).to(dtype)
+    out = apply(["gelu_none", "gelu_tanh"], x)
+    wide = x.double()
+    tolerance = {torch.float32: 2e-6, torch.float64: 1e-14, torch.float16: 1e-3, torch.bfloat16: 8e-3}[dtype]
+    for row, approximate in zip(out, ("none", "tanh")):
+        expected = torch.nn.functional.gelu(wide, approximate=approximate).to(dtype)
+        torch.testing.assert_close(row, expected, rtol=tolerance, atol=tolerance, equal_nan=True)

@@ -224,3 +224,36 @@ def silu(arg0, _semantic=None):
         return silu(x.to(core.float32, _semantic=_semantic), _semantic=_semantic).to(x.dtype, _semantic=_semantic)
     denominator = _semantic.add(exp(_semantic.minus(x), _semantic=_semantic), 1.0, True)
     return _semantic.truediv(x, denominator)
+
+
+def _in_fp32(fn, x, _semantic):
+    """fn(x) for fp16/bf16 x computed in fp32 and converted back, as the other float functions are."""
+    if x.dtype in _HALF:
+        return fn(x.to(core.float32, _semantic=_semantic), _semantic=_semantic).to(x.dtype, _semantic=_semantic)
+    return None
+
+
+@core.extern
+def gelu_none(arg0, _semantic=None):
+    """GELU with the exact erf: x/2 * (1 + erf(x / sqrt(2))), torch's `gelu(x, approximate="none")`
+    (spine-triton has it here)."""
+    x = _semantic.to_tensor(arg0)
+    half = _in_fp32(gelu_none, x, _semantic)
+    if half is not None:
+        return half
+    inner = erf(_semantic.mul(x, 0.7071067811865476, True), _semantic=_semantic)
+    return _semantic.mul(_semantic.mul(x, 0.5, True), _semantic.add(inner, 1.0, True), True)
+
+
+@core.extern
+def gelu_tanh(arg0, _semantic=None):
+    """GELU's tanh approximation: x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), torch's
+    `gelu(x, approximate="tanh")` (spine-triton has it here)."""
+    x = _semantic.to_tensor(arg0)
+    half = _in_fp32(gelu_tanh, x, _semantic)
+    if half is not None:
+        return half
+    cube = _semantic.mul(_semantic.mul(x, x, True), x, True)
+    inner = _semantic.mul(_semantic.add(x, _semantic.mul(cube, 0.044715, True), True), 0.7978845608028654, True)
+    return _semantic.mul(_semantic.mul(x, 0.5, True),
+                         _semantic.add(tanh(inner, _semantic=_semantic), 1.0, True), True)
