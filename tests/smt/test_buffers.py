@@ -30,7 +30,7 @@ def test_packed_views_of_a_buffer(target):
 
 @triton.jit
 def copies_kernel(x_ptr, out_ptr, N: tl.constexpr, COPIES: tl.constexpr):
-    buffers = smt.alloc_copies([1, N], tl.float32, "l2", COPIES)
+    buffers = smt.alloc_copies([1, N], tl.float32, storage=smt.storage_kind.SMEM, copies=COPIES)
     cols = tl.arange(0, N)[None, :]
     for i in range(COPIES):
         tl.store(buffers[i], tl.load(x_ptr + cols) + i)
@@ -70,7 +70,7 @@ def test_parallel_loops_and_barriers(target):
 @triton.jit
 def big_buffer_kernel(x_ptr, out_ptr, R: tl.constexpr, C: tl.constexpr):
     """A buffer above the stack limit lives on the heap (and is freed: the kernel runs many programs)."""
-    buffer = smt.alloc(shape=[R, C], type=tl.float32)
+    buffer = smt.alloc(shape=[R, C], type=tl.float32, storage="l2")     # spine-triton's keyword
     offs = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
     tl.store(buffer, tl.load(x_ptr + offs))
     tl.store(out_ptr + offs + tl.program_id(0) * R * C, tl.load(buffer))

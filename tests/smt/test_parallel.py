@@ -191,3 +191,65 @@ def test_only_parallel_loops_are_marked(target):
     for stage in ("ttir", "linalg"):
         assert compiled.asm[stage].count("smt.parallel_arg0") == 1, stage
     assert "spine_kmpc_fork_call" in compiled.asm["llir"]
+
+
+@triton.jit
+def ordered_copies_kernel(out_ptr, N: tl.constexpr):
+    """ordered_kernel with spine-triton's multi-copy barriers: iteration s > 0 waits for barrier s - 1 (a
+    runtime index), iteration s < 3 arrives at barrier s; the last barrier is reached by a constant index."""
+    bars = smt.mbarrier_copies(copies=3, expect_count=1)
+    for s in smt.parallel(0, 4):
+        if s > 0:
+            smt.barrier_wait(bars[s - 1])
+        previous = tl.load(out_ptr + tl.maximum(s - 1, 0) * N + tl.arange(0, N))
+        tl.store(out_ptr + s * N + tl.arange(0, N), tl.where(s == 0, 1, previous + 1))
+        if s < 2:
+            smt.barrier_arrive(bars[s])
+        elif s == 2:
+            smt.barrier_arrive(bars[2])
+
+
+def test_barrier_copies_order_iterations(target):
+    out = torch.zeros(4, 256, dtype=torch.int32)
+    ordered_copies_kernel[(1,)](out, N=256)
+    assert torch.equal(out, torch.arange(1, 5, dtype=torch.int32)[:, None].expand(4, 256))
+
+
+@triton.jit
+def copies_kernel(out_ptr, INDEX: tl.constexpr, COPIES: tl.constexpr):
+    bars = smt.mbarrier_copies(copies=COPIES)
+    smt.barrier_arrive(bars[INDEX])
+    smt.barrier_wait(bars[INDEX])
+    tl.store(out_ptr, 1)
+
+
+@triton.jit
+def global_barrier_kernel(out_ptr):
+    bar = smt.global_mbarrier(0)
+    smt.barrier_arrive(bar)
+    tl.store(out_ptr, 1)
+
+
+def test_barrier_copies_are_checked_and_global_barriers_refused(target):
+    from triton.compiler.errors import CompilationError
+    out = torch.zeros(1, dtype=torch.int32)
+    copies_kernel[(1,)](out, INDEX=3, COPIES=4)
+    assert out.item() == 1
+    with pytest.raises(CompilationError, match=r"barrier index 4 out of range \[0, 4\)"):
+        copies_kernel[(1,)](out, INDEX=4, COPIES=4)
+    with pytest.raises(CompilationError, match=r"copies must be a constant integer in \[1, 1024\], got 0"):
+        copies_kernel[(1,)](out, INDEX=0, COPIES=0)
+    with pytest.raises(CompilationError, match="global_mbarrier is not supported: .* has not started"):
+        global_barrier_kernel[(1,)](out)
+
+
+def test_every_name_smt_exports_resolves():
+    """`from triton.language.extra.smt import *` as spine-triton's users write it: every name of its
+    `__all__` (which, in spine-triton's own module, lists storage_kind without defining it)."""
+    namespace = {}
+    exec("from triton.language.extra.smt import *", namespace)
+    spine_tritons = {"compile_hint", "parallel", "descriptor_load", "view", "alloc", "alloc_copies", "dot",
+                     "mbarrier", "mbarrier_copies", "barrier_arrive", "barrier_wait", "get_num_of_thread",
+                     "global_mbarrier", "barrier_set_expect", "storage_kind"}
+    assert spine_tritons <= set(namespace)
+    assert (smt.storage_kind.L2, smt.storage_kind.SMEM) == ("l2", "smem")

@@ -14,11 +14,13 @@ x86-64; spine/microkernels.py says which where).
                                              fp32 (int32 for int8); `acc += dot(a, b)` is fused (matmul.py)
     parallel(start, end, ...)                a loop whose iterations run concurrently on threads of the
                                              program when cores are idle (sync.py: team size, barriers)
-    alloc(shape, type=None, scope="l2")      a row-major scratch buffer private to the program instance,
-    alloc_copies(shape, dtype, scope, copies)   returned as a block pointer; `alloc_copies(...)[i]` is the
-                                             i-th of several (buffers.py)
-    mbarrier, barrier_arrive, barrier_wait, barrier_set_expect, get_num_of_thread, compile_hint
-                                             synchronisation of parallel iterations and hints (sync.py)
+    alloc(shape, type=None, storage="l2")    a row-major scratch buffer private to the program instance,
+    alloc_copies(shape, dtype, storage, copies)  returned as a block pointer; `alloc_copies(...)[i]` is the
+                                             i-th of several (buffers.py); `storage` is one of
+                                             storage_kind's names, all ordinary memory on a CPU
+    mbarrier, mbarrier_copies, barrier_arrive, barrier_wait, barrier_set_expect, get_num_of_thread,
+    compile_hint                             synchronisation of parallel iterations and hints (sync.py);
+                                             global_mbarrier is refused with the reason (sync.py)
 
 Any micro tile whose sizes divide the block works; the legal tiles of spine-triton's matrix engine, fp16
 (16, 8, 32) and fp32 (8, 8, 16) as (m, k, n), are the ones to use for code that must also run there.
@@ -37,8 +39,16 @@ from . import buffers, matmul, sync, tensor_views
 from .checks import check
 from .sync import parallel
 
-__all__ = ["descriptor_load", "view", "dot", "parallel", "alloc", "alloc_copies", "mbarrier", "barrier_arrive",
-           "barrier_wait", "barrier_set_expect", "get_num_of_thread", "compile_hint"]
+__all__ = ["descriptor_load", "view", "dot", "parallel", "alloc", "alloc_copies", "mbarrier", "mbarrier_copies",
+           "barrier_arrive", "barrier_wait", "barrier_set_expect", "get_num_of_thread", "global_mbarrier",
+           "compile_hint", "storage_kind"]
+
+
+class storage_kind:
+    """The storages `alloc` and `alloc_copies` take (`storage=`), as spine-triton names them: its L2 buffer
+    and its shared memory. A CPU program's scratch buffers are ordinary memory whichever is named."""
+    L2 = "l2"
+    SMEM = "smem"
 
 
 @builtin
@@ -65,20 +75,22 @@ def dot(a_packed, b_packed, acc=None, out_dtype=None, _semantic=None, _generator
 
 
 @builtin
-def alloc(shape, type=None, scope="l2", _semantic=None, _generator=None):
-    """A scratch buffer of `shape` (`type` defaults to the kernel's first pointer argument's element type)."""
+def alloc(shape, type=None, storage=storage_kind.L2, _semantic=None, _generator=None, scope=None):
+    """A scratch buffer of `shape` (`type` defaults to the kernel's first pointer argument's element type).
+    `scope` is an older name of `storage`."""
     shape = tl._unwrap_if_constexpr(shape)
-    base = buffers.allocate(shape, type, scope, 1, _semantic, _generator)
+    base = buffers.allocate(shape, type, scope or storage, 1, _semantic, _generator)
     return buffers.whole_buffer(base, [tl._unwrap_if_constexpr(s) for s in shape], _semantic)
 
 
 @builtin
-def alloc_copies(shape, dtype=None, scope="l2", copies=1, _semantic=None, _generator=None):
+def alloc_copies(shape, dtype=None, storage=storage_kind.L2, copies=1, _semantic=None, _generator=None, scope=None):
     """`copies` scratch buffers of `shape`; index the result to get a block pointer to one of them."""
+    storage = scope or storage
     shape = [tl._unwrap_if_constexpr(s) for s in tl._unwrap_if_constexpr(shape)]
     copies = tl._unwrap_if_constexpr(copies)
     check(isinstance(copies, int) and copies >= 1, f"alloc_copies copies must be a positive integer, got {copies}")
-    base = buffers.allocate(shape, dtype, scope, copies, _semantic, _generator)
+    base = buffers.allocate(shape, dtype, storage, copies, _semantic, _generator)
     return buffers.scratch_copies(base.handle, buffers.scratch_copies_type(base.type.element_ty, tuple(shape), copies))
 
 
@@ -87,6 +99,19 @@ def mbarrier(flag=tl.constexpr(0), arrive_count=tl.constexpr(0), transaction_cou
              expect_count=tl.constexpr(1), _semantic=None, _generator=None):
     """A barrier between parallel iterations expecting `expect_count` arrivals (an int64 handle)."""
     return sync.mbarrier(flag, arrive_count, transaction_count, expect_count, _semantic, _generator)
+
+
+@builtin
+def mbarrier_copies(flag=tl.constexpr(0), arrive_count=tl.constexpr(0), transaction_count=tl.constexpr(0),
+                    expect_count=tl.constexpr(1), copies=1, _semantic=None, _generator=None):
+    """`copies` barriers, each expecting `expect_count` arrivals; `bars[i]` is the i-th one's handle."""
+    return sync.mbarrier_copies(flag, arrive_count, transaction_count, expect_count, copies, _semantic, _generator)
+
+
+@builtin
+def global_mbarrier(id, _semantic=None):
+    """Refused, with the reason (sync.py)."""
+    sync.global_mbarrier(id)
 
 
 @builtin

@@ -25,7 +25,14 @@ and waits acquire ones: what an iteration stored before arriving is visible afte
 
 Since each thread runs its iterations in increasing order, a wait for arrivals made by earlier iterations
 (spine-triton's SPLIT_MN matmul: the first row of sub-blocks stages B and arrives, the others wait) always
-completes, on any team size. A wait whose arrivals can never come (every thread of the team is waiting
+completes, on any team size.
+
+`mbarrier_copies(copies=n, ...)` makes n such barriers at once, each expecting `expect_count`; `bars[i]`
+is the i-th one's handle, for a constant i (checked against n) or a runtime one (which must be in
+[0, n): it is not checked). `global_mbarrier(id)`, a barrier shared by every program of a launch, is
+refused with an error, as spine-triton's own lowering refuses it: the programs of a grid are not all
+running at once (more programs than cores run one after another), so a wait for another program's
+arrival could wait for a program that only starts once the waiting one has finished. A wait whose arrivals can never come (every thread of the team is waiting
 or done, or the loop runs in order and the arrival belongs to a later iteration) does not hang: it is
 reported as an assertion failure, which the launch raises, and the wait returns.
 """
@@ -63,6 +70,53 @@ def mbarrier(flag, arrive_count, transaction_count, expect_count, _semantic, _ge
         check(isinstance(tl._unwrap_if_constexpr(value), (int, tl.tensor)), f"mbarrier {name} must be an integer")
     expected = _int32(expect_count, "mbarrier expect_count", _semantic)
     return _generator.call_JitFunction(threads.mbarrier, [expected], {})
+
+
+MAX_BARRIER_COPIES = 1024    # each copy is initialised by its own call in the kernel's entry
+
+
+class barrier_copies_type(tl.dtype):
+    """The int64 handle of the first of `copies` barriers (the frontend rebuilds values from their type
+    entering a loop or a branch, so the count lives here)."""
+
+    def __init__(self, copies: int):
+        super().__init__("int64")
+        self.copies = copies
+
+    def _unflatten_ir(self, handles, cursor):
+        return barrier_copies(handles[cursor], self), cursor + 1
+
+
+class barrier_copies(tl.tensor):
+    """`bars[i]`: the handle of the i-th barrier."""
+
+    def __getitem__(self, index, _semantic=None):
+        index = tl._unwrap_if_constexpr(index)
+        copies = self.type.copies
+        if isinstance(index, int):
+            check(0 <= index < copies, f"barrier index {index} out of range [0, {copies})")
+        first = tl.tensor(self.handle, tl.int64)
+        offset = _semantic.mul(_semantic.cast(_semantic.to_tensor(index), tl.int64), threads.BARRIER_BYTES, True)
+        return _semantic.add(first, offset, True)
+
+
+def mbarrier_copies(flag, arrive_count, transaction_count, expect_count, copies, _semantic, _generator):
+    for name, value in (("flag", flag), ("arrive_count", arrive_count), ("transaction_count", transaction_count)):
+        check(isinstance(tl._unwrap_if_constexpr(value), (int, tl.tensor)),
+              f"mbarrier_copies {name} must be an integer")
+    copies = tl._unwrap_if_constexpr(copies)
+    check(isinstance(copies, int) and not isinstance(copies, bool) and 1 <= copies <= MAX_BARRIER_COPIES,
+          f"mbarrier_copies copies must be a constant integer in [1, {MAX_BARRIER_COPIES}], got {copies}")
+    expected = _int32(expect_count, "mbarrier_copies expect_count", _semantic)
+    first = _generator.call_JitFunction(threads.mbarrier_copies, [expected, _int32(copies, "copies", _semantic)], {})
+    return barrier_copies(first.handle, barrier_copies_type(copies))
+
+
+def global_mbarrier(id) -> None:
+    check(False, "smt.global_mbarrier is not supported: a barrier shared by the programs of a launch could wait "
+                 "for a program that has not started (more programs than cores run one after another). "
+                 "Synchronise the iterations of an smt.parallel loop with smt.mbarrier instead, or split the "
+                 "work into two launches")
 
 
 def check_barrier(bar) -> None:

@@ -5,12 +5,23 @@ never run: they say, for a single thread running the iterations in order, what e
 import triton
 import triton.language as tl
 
+# The size of one barrier's state in the runtime (cpp/parallel_loops.c's smt_barrier_t fits in it): the
+# distance between the barriers of smt.mbarrier_copies.
+BARRIER_BYTES = 64
+
 
 @triton.jit(noinline=True)
 def mbarrier(expected):
     """A barrier expecting `expected` arrivals: its int64 handle (the runtime's barrier lives in the
     program's stack frame)."""
     return expected.to(tl.int64)
+
+
+@triton.jit(noinline=True)
+def mbarrier_copies(expected, copies):
+    """`copies` barriers expecting `expected` arrivals each, BARRIER_BYTES apart: the first one's handle
+    (`copies` is a constant)."""
+    return expected.to(tl.int64) + copies
 
 
 @triton.jit(noinline=True)
