@@ -32,6 +32,8 @@ ALIASES = {
     "triton.language.extra.smt": "spine.language.smt",
     "triton.language.extra.cpu": "spine.language.cpu",
     "triton.language.extra.cpu.libdevice": "spine.language.cpu.libdevice",
+    # FlagTree's tile language, which spine-triton also offers
+    "triton.language.extra.tle": "spine.language.tle",
 }
 PACKAGES = ("spine.triton_backend", "spine.language.smt", "spine.language.cpu", "spine.proton")
 

@@ -17,7 +17,9 @@ def test_alias_imports_as_its_spine_module(name):
     "from triton.backends.triton_shared.driver import CPUDriver",
     "from triton.backends.spine_triton.driver import CPUDriver",
     "import triton.language.extra.smt as smt; smt.dot",
-    "from triton.language.extra.cpu import libdevice; libdevice.erf",
+    "from triton.language.extra.cpu import libdevice; libdevice.erf; libdevice.gelu_tanh",
+    "import triton.language.extra.tle as tle; tle.extract_tile, tle.insert_tile, tle.load",
+    "from triton.language.extra.smt import *; mbarrier_copies, storage_kind",
 ])
 def test_alias_imports_in_a_fresh_process(statement):
     # the way users write it: triton imported first, nothing of Spine's imported by hand
