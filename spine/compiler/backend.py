@@ -103,8 +103,8 @@ class CPUBackend(BaseBackend):
 
     def get_codegen_implementation(self, options):
         from ..language.cpu.custom_fp8 import convert_custom_types     # casts from/to fp8e4b15
-        from ..language.frontend_limits import install
-        install()    # before the frontend runs: its power-of-2 errors say how to write the kernel instead
+        from ..language.frontend import install
+        install()    # before the frontend runs: spine-triton's paddings, power-of-2 errors that say what to do
         # `tl.extra.cpu.vnni_decode` in a kernel that never imported triton.language.extra.cpu (triton-cpu's
         # code does not): the attribute exists once the module is imported, before the kernel's code is made.
         import importlib

@@ -45,6 +45,8 @@ from .types import element_bytes, element_type, shape_of
 
 
 PAD_NAN = 2  # triton's PaddingOption
+PADDING_MARK = "spine.padding"   # spine/language/frontend.py's PADDING_ATTRIBUTE (no triton import here)
+INFINITIES = {"neg_inf": float("-inf"), "inf": float("inf")}
 LOAD = "load from"  # how bounds-check failures name the access
 
 
@@ -60,9 +62,7 @@ def convert_load(conv, op):
         return
     if isinstance(ptr, st.BlockPointer):
         ptr, mask = as_pointer_and_mask(ptr, boundary_check(op))
-        nan_padding = "padding" in op.attributes and ir.IntegerAttr(op.attributes["padding"]).value == PAD_NAN
-        elem = ptr.element_type
-        fill = arith.ConstantOp(elem, float("nan")).result if nan_padding else b.zero(elem)
+        fill = _block_pointer_padding(op, ptr.element_type)
         conv.bind(result, _structured_load(conv, op, ptr, mask, fill, _reads_in_place(conv, ptr, result)))
         return
     if not isinstance(ptr, (st.PointerState, st.GatherPointer)):
@@ -78,6 +78,18 @@ def convert_load(conv, op):
     if mask is not None and other is not None and not _is_splat(other):
         value = arith.SelectOp(conv.concrete(parts["mask"]), value, conv.concrete(parts["other"])).result
     conv.bind(result, value)
+
+
+def _block_pointer_padding(op, elem: ir.Type) -> ir.Value:
+    """What a block-pointer load reads outside the tensor: zero, NaN (triton's padding options) or, for
+    spine-triton's "neg_inf" and "inf" (spine/language/frontend.py's mark), an infinity."""
+    mark = ir.StringAttr(op.attributes[PADDING_MARK]).value if PADDING_MARK in op.attributes else None
+    infinite = INFINITIES.get(mark)
+    if infinite is not None:
+        return arith.ConstantOp(elem, infinite).result
+    if "padding" in op.attributes and ir.IntegerAttr(op.attributes["padding"]).value == PAD_NAN:
+        return arith.ConstantOp(elem, float("nan")).result
+    return b.zero(elem)
 
 
 def _is_splat(state) -> bool:

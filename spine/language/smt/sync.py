@@ -25,16 +25,16 @@ and waits acquire ones: what an iteration stored before arriving is visible afte
 
 Since each thread runs its iterations in increasing order, a wait for arrivals made by earlier iterations
 (spine-triton's SPLIT_MN matmul: the first row of sub-blocks stages B and arrives, the others wait) always
-completes, on any team size.
+completes, on any team size. A wait whose arrivals can never come (every thread of the team is waiting
+or done, or the loop runs in order and the arrival belongs to a later iteration) does not hang: it is
+reported as an assertion failure, which the launch raises, and the wait returns.
 
 `mbarrier_copies(copies=n, ...)` makes n such barriers at once, each expecting `expect_count`; `bars[i]`
 is the i-th one's handle, for a constant i (checked against n) or a runtime one (which must be in
 [0, n): it is not checked). `global_mbarrier(id)`, a barrier shared by every program of a launch, is
 refused with an error, as spine-triton's own lowering refuses it: the programs of a grid are not all
 running at once (more programs than cores run one after another), so a wait for another program's
-arrival could wait for a program that only starts once the waiting one has finished. A wait whose arrivals can never come (every thread of the team is waiting
-or done, or the loop runs in order and the arrival belongs to a later iteration) does not hang: it is
-reported as an assertion failure, which the launch raises, and the wait returns.
+arrival could wait for a program that only starts once the waiting one has finished.
 """
 from __future__ import annotations
 
