@@ -14,11 +14,17 @@ programs per core and never divides by zero:
     shared (per kernel)    the bytes of the kernel's largest tile, at most max_shared_mem: what a program
                            keeps close (`max_shared_mem // shared` programs fit in the L2 at once)
     n_spills               0 (not measured)
+
+Code written for torch.cuda reads the same numbers as attributes of `torch.<device>.get_device_properties(i)`
+(FlagGems does, through `torch.cpu`, which has no such function); torch_style_properties gives them so,
+with `total_memory` the machine's memory, `L2_cache_size` max_shared_mem, `major`/`minor` 0 (a CPU has no
+compute capability) and the target's CPU as `name`.
 """
 from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 
 MAX_WARPS = 32             # triton's largest num_warps
 K1_CLUSTER_L2_BYTES = 512 * 1024
@@ -67,6 +73,22 @@ def device_properties(target, grid_threads: int) -> dict:
     return {"max_shared_mem": l2_bytes(target), "multiprocessor_count": grid_threads,
             "max_num_regs": registers * MAX_WARPS, "warpSize": 1, "max_threads_per_sm": MAX_WARPS,
             "mem_clock_rate": 0, "mem_bus_width": 0, "sm_clock_rate": 0}
+
+
+@dataclass(frozen=True)
+class TorchStyleProperties:
+    name: str
+    total_memory: int
+    multi_processor_count: int
+    L2_cache_size: int
+    warp_size: int = 1
+    major: int = 0
+    minor: int = 0
+
+
+def torch_style_properties(target, grid_threads: int) -> TorchStyleProperties:
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return TorchStyleProperties(target.core or target.cpu, memory, grid_threads, l2_bytes(target))
 
 
 def kernel_shared_bytes(largest_tile_bytes: int, target) -> int:

@@ -13,7 +13,7 @@ from .. import switches
 from ..switches import compile_key_values
 from ..spacemit_cores import core_named
 from ..targets import Target, host_target, riscv64_target, target_from_name, target_name
-from ..device_shape import device_properties, vector_registers
+from ..device_shape import device_properties, torch_style_properties, vector_registers
 from .executor import executor_for
 from .settings import default_num_threads
 from .launcher import launch_extension, make_launcher
@@ -80,13 +80,24 @@ class CPUUtils:
         return device_properties(self.driver.target, default_num_threads())
 
 
-def _give_torch_cpu_set_stream(torch) -> None:
-    """GPU-style code selects a stream through its device's module (Triton's tutorials:
-    `getattr(torch, DEVICE.type).set_stream(stream)`). torch.cpu has Stream and current_stream, and one
-    stream, but no set_stream: the missing setter is added, doing nothing (kernels run in the order they
-    are launched)."""
-    if not hasattr(torch.cpu, "set_stream"):
-        torch.cpu.set_stream = lambda stream: None
+def _give_torch_cpu_gpu_style_calls(driver) -> None:
+    """GPU-style code reaches its device through the device's torch module (`getattr(torch, device.type)`):
+    Triton's tutorials call `set_stream(stream)`, FlagGems `get_device_properties(i)` and
+    `get_device_capability(i)`. torch.cpu has Stream and current_stream, and one stream, but none of
+    those: the missing ones are added. set_stream does nothing (kernels run in the order they are
+    launched); the properties are device_shape.py's, for the driver's target."""
+    import torch
+
+    def properties(device=None):
+        from triton.runtime import driver as chosen
+        active = chosen.active
+        return torch_style_properties((active if isinstance(active, CPUDriver) else driver).target,
+                                      default_num_threads())
+    calls = {"set_stream": lambda stream: None, "get_device_properties": properties,
+             "get_device_capability": lambda device=None: (0, 0)}
+    for name, call in calls.items():
+        if not hasattr(torch.cpu, name):
+            setattr(torch.cpu, name, call)
 
 
 class CPUDriver(DriverBase):
@@ -97,6 +108,7 @@ class CPUDriver(DriverBase):
         self._target_name = target
         self.utils = CPUUtils(self)
         self.launcher_cls = make_launcher
+        _give_torch_cpu_gpu_style_calls(self)
 
     @property
     def target(self) -> Target:
@@ -151,7 +163,6 @@ class CPUDriver(DriverBase):
 
     def get_active_torch_device(self):
         import torch
-        _give_torch_cpu_set_stream(torch)
         return torch.device("cpu")
 
     def get_device_interface(self):

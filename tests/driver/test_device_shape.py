@@ -40,3 +40,19 @@ def test_cache_sizes():
     assert l2_bytes(riscv64_target()) == (512 << 10 if not riscv64_target().is_native else l2_bytes(riscv64_target()))
     assert l2_bytes(host_target()) >= 64 << 10
     assert device_properties(host_target(), 3)["multiprocessor_count"] == 3
+
+
+def test_torch_cpu_answers_as_torch_cuda_does(target, monkeypatch):
+    """What FlagGems reads through `torch.cpu` (its device module): properties as attributes, the same
+    numbers as the driver's, and a capability."""
+    import torch
+    monkeypatch.setenv("SPINE_NUM_THREADS", "2")
+    driver = triton.runtime.driver.active
+    ours = driver.utils.get_device_properties(0)
+    props = torch.cpu.get_device_properties(0)
+    assert props.multi_processor_count == ours["multiprocessor_count"] == 2
+    assert props.L2_cache_size == ours["max_shared_mem"]
+    assert props.total_memory > 1 << 28 and (props.major, props.minor) == (0, 0)
+    assert props.name == (driver.target.core or driver.target.cpu)
+    assert torch.cpu.get_device_capability(0) == (0, 0)
+    torch.cpu.set_stream(torch.cpu.current_stream())
