@@ -16,7 +16,7 @@ in index arithmetic or cast to an integer type, plus a value defined outside the
 index, an addition that wraps): unless constant bounds show it cannot, the split loops are guarded by a
 check before them, and the loop as it was runs when it fails. Unsigned comparisons qualify only for an
 index never below zero, without an offset. The comparison may sit anywhere in the body. Loops with a unit
-step and no loop-carried values are split, at most MAX_SPLITS times each, so that code grows by a bounded
+step over `index` values and no loop-carried values are split, at most MAX_SPLITS times each, so that code grows by a bounded
 factor. Runs after the loops are formed; LLVM folds the constant conditions away.
 
 Layer norm's `tl.where(mask, x - mean, 0)`: riscv64 guest instructions 231,552 -> 211,584 (64 x 1000), and
@@ -113,9 +113,11 @@ def _no_wrap(loop, width: int, offset) -> ir.Value:
 
 
 def _splittable_loop(op) -> bool:
+    """A unit-step loop over `index` values without loop-carried values. (A kernel's own `for` loops can
+    run over i32: `range(0, n, BLOCK)` with BLOCK 1; the split point is an index.)"""
     if op.name != "scf.for" or len(op.results) or len(op.operands) != 3:
         return False
-    return constant_int(op.operands[2]) == 1
+    return isinstance(op.operands[0].type, ir.IndexType) and constant_int(op.operands[2]) == 1
 
 
 def _index_offset(value, loop) -> Optional[tuple]:

@@ -158,3 +158,46 @@ def test_an_offset_that_wraps_takes_the_loop_as_it_was(target, shift, n):
     out = torch.empty_like(x)
     masked_select_kernel[(triton.cdiv(rows, 8),)](x, out, rows, n, shift, cols, FORM=2, BM=8, BN=cols)
     torch.testing.assert_close(out, expected(x, 2, n, shift, 0))
+
+
+I32_LOOP = """
+func.func @k(%x: memref<1024xf32>, %out: memref<1024xf32>, %n: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant 0.0 : f32
+  scf.for %i = %c0 to %n step %c1 : i32 {
+    %j = arith.index_cast %i : i32 to index
+    %v = memref.load %x[%j] : memref<1024xf32>
+    %c = arith.cmpi slt, %i, %n : i32
+    %r = arith.select %c, %v, %zero : f32
+    memref.store %r, %out[%j] : memref<1024xf32>
+  }
+  return
+}
+"""
+
+
+def test_a_loop_over_i32_is_left_alone():
+    """A kernel's own loop over i32 values (FlagGems' isin: `range(0, N, BLOCK_N)` with BLOCK_N 1) keeps
+    its comparison: the split point would be an index."""
+    text = rewritten(I32_LOOP, split_loops_at_bounds)
+    assert text.count("scf.for") == 1 and "arith.cmpi slt" in text
+
+
+@triton.jit
+def unit_step_kernel(x_ptr, out_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.arange(0, BLOCK_M)[:, None]
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for col in range(0, N, BLOCK_N):
+        cols = col + tl.arange(0, BLOCK_N)[None, :]
+        mask = (rows < M) & (cols < N)
+        acc += tl.load(x_ptr + rows * N + cols, mask=mask, other=0.0)
+    tl.store(out_ptr + rows, tl.sum(acc, axis=1)[:, None], mask=rows < M)
+
+
+@pytest.mark.parametrize("n", [1, 7])
+def test_a_kernel_loop_with_a_unit_step_over_i32(target, n):
+    x = torch.randn(5, n)
+    out = torch.empty(5)
+    unit_step_kernel[(1,)](x, out, 5, n, BLOCK_M=8, BLOCK_N=1)
+    torch.testing.assert_close(out, x.sum(1))
