@@ -20,6 +20,7 @@ from . import materialize
 from . import smt_threads  # noqa: F401  (registers the lowerings of the smt barrier calls)
 from . import states as st
 from .converter import RetryWithGather, handles
+from .pointers import address_of, pointer_at
 from .types import is_bool, is_pointer
 
 
@@ -195,10 +196,13 @@ def split_carried(carries, values) -> list:
 @dataclass
 class IfResult:
     """How one result of an scf.if leaves its branches: "value", "bytes" (a boolean tensor), "offset" (a
-    pointer whose base, shape and strides both branches keep: its offset alone) or "gather" (a pointer
-    whose strides differ between the branches: its offsets tensor). The result types are fixed before the
-    branches are converted: a pointer starts as "offset" and the conversion restarts with it as a gather
-    when the else branch disagrees with the then branch (RetryWithGather)."""
+    pointer whose base, shape and strides both branches keep: its offset alone), "gather" (a pointer
+    whose strides differ between the branches: its offsets tensor) or "address" (pointers of one shape
+    and strides into different arguments, as FlagGems' cat picks its input per program: the i64 address
+    of the first element). The result types are fixed before the branches are converted: a pointer starts
+    as "offset" and the conversion restarts with it as a gather or an address when the else branch
+    disagrees with the then branch (RetryWithGather). Both arguments of an address count as written: a
+    store through it cannot tell which one it is."""
     kind: str
     key: object
     template: object = None       # the then branch's pointer state
@@ -208,6 +212,8 @@ class IfResult:
         if is_bool_tensor(ttir_type):
             return IfResult("bytes", key)
         if is_pointer(ttir_type):
+            if (key, "address") in conv.forced_gather:
+                return IfResult("address", key)
             return IfResult("gather" if key in conv.forced_gather else "offset", key)
         return IfResult("value", key)
 
@@ -216,6 +222,8 @@ class IfResult:
             return bytes_type(ttir_type)
         if self.kind == "offset":
             return ir.IndexType.get()
+        if self.kind == "address":
+            return ir.IntegerType.get_signless(64)
         if self.kind == "gather":
             shape = list(ir.RankedTensorType(ttir_type).shape) if isinstance(ttir_type, ir.RankedTensorType) else []
             return ir.RankedTensorType.get(shape, ir.IntegerType.get_signless(64))
@@ -231,8 +239,17 @@ class IfResult:
             raise conv.unsupported_use(value, "an if that yields a block pointer")
         if self.template is None:
             self.template = state
+        if self.kind == "address":
+            if not _same_structure(self.template, state):
+                raise conv.unsupported_use(value, "an if whose branches yield pointers of different shapes "
+                                                  "or strides into different arguments")
+            conv.written_args.update(conv.argument_of[p.base] for p in (self.template, state)
+                                     if p.base in conv.argument_of)
+            return address_of(state)
         if self.kind == "offset":
             if not Carried("offset", self.template).compatible(state):
+                if state.base != self.template.base and _same_structure(self.template, state):
+                    raise RetryWithGather((self.key, "address"))
                 raise RetryWithGather(self.key)
             return im.as_value(state.offset)
         if state.base != self.template.base:
@@ -244,9 +261,18 @@ class IfResult:
             return st.BoolBytes(value)
         if self.kind == "offset":
             return replace(self.template, offset=value)
+        if self.kind == "address":
+            return pointer_at(value, self.template)
         if self.kind == "gather":
             return st.GatherPointer(self.template.base, self.template.element_type, self.template.shape, value)
         return value
+
+
+def _same_structure(a, b) -> bool:
+    """Pointers of one element type, shape and strides, whatever they point into."""
+    return (isinstance(a, st.PointerState) and isinstance(b, st.PointerState)
+            and a.element_type == b.element_type and a.shape == b.shape
+            and all(im.same(x, y) for x, y in zip(a.strides, b.strides)))
 
 
 @handles("scf.if")

@@ -77,6 +77,25 @@ def memref_at(address: ir.Value, element: ir.Type) -> ir.Value:
     return builtin.UnrealizedConversionCastOp([memref_of(element)], [descriptor]).results[0]
 
 
+def address_of(pointer: st.PointerState) -> ir.Value:
+    """The i64 address a pointer's first element is at: its memref's data (and that memref's own offset)
+    plus the pointer's offset, for a pointer into an argument or a buffer as for one made from an integer."""
+    from mlir.dialects import memref
+    if pointer.address is not None:
+        return _integer_of(pointer, ir.IntegerType.get_signless(64))
+    from .types import element_bytes
+    i64 = ir.IntegerType.get_signless(64)
+    data = arith.IndexCastOp(i64, memref.ExtractAlignedPointerAsIndexOp(pointer.base).result).result
+    own_offset = memref.ExtractStridedMetadataOp(pointer.base).results[1]
+    elements = arith.IndexCastOp(i64, arith.AddIOp(own_offset, im.as_value(pointer.offset)).result).result
+    return arith.AddIOp(data, arith.MulIOp(elements, _i64(element_bytes(pointer.element_type))).result).result
+
+
+def pointer_at(address: ir.Value, template: st.PointerState) -> st.PointerState:
+    """The pointer of `template`'s shape and strides whose first element is at the i64 `address`."""
+    return replace(template, base=memref_at(address, template.element_type), offset=0, address=address)
+
+
 def _i64(value: int) -> ir.Value:
     return arith.ConstantOp(ir.IntegerType.get_signless(64), value).result
 

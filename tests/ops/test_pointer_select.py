@@ -93,3 +93,49 @@ def test_scalar_condition_selects_the_argument(target):
         torch.testing.assert_close(out, a0 if chosen else b0)
         torch.testing.assert_close(a, 2 * a0 if chosen else a0)   # the store went where the load came from
         torch.testing.assert_close(b, b0 if chosen else 2 * b0)
+
+
+@triton.jit
+def pick_input_kernel(a_ptr, b_ptr, c_ptr, out_ptr, n_a, n_b, n_c, BLOCK: tl.constexpr):
+    """FlagGems' cat: each row of programs picks its input (and its length) in an if/elif/else."""
+    which = tl.program_id(1)
+    if which == 0:
+        in_ptr = a_ptr
+        n = n_a
+    elif which == 1:
+        in_ptr = b_ptr + 1            # the pointers keep their own offsets
+        n = n_b
+    else:
+        in_ptr = c_ptr
+        n = n_c
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + which * 64 + offs, tl.load(in_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def test_an_if_picks_among_arguments(target):
+    a, b, c = torch.randn(50), torch.randn(31), torch.randn(64)
+    out = torch.zeros(3, 64)
+    pick_input_kernel[(4, 3)](a, b, c, out, 50, 30, 64, BLOCK=16)
+    torch.testing.assert_close(out[0, :50], a * 2)
+    torch.testing.assert_close(out[1, :30], b[1:] * 2)
+    torch.testing.assert_close(out[2], c * 2)
+    assert out[0, 50:].abs().sum() == 0 and out[1, 30:].abs().sum() == 0
+
+
+@triton.jit
+def write_picked_kernel(a_ptr, b_ptr, flag, BLOCK: tl.constexpr):
+    """A store through the picked pointer: both arguments count as written."""
+    if flag > 0:
+        p = a_ptr
+    else:
+        p = b_ptr
+    offs = tl.arange(0, BLOCK)
+    tl.store(p + offs, tl.load(p + offs) + 1)
+
+
+def test_a_store_through_the_picked_argument(target):
+    a, b = torch.zeros(16), torch.zeros(16)
+    write_picked_kernel[(1,)](a, b, 1, BLOCK=16)
+    write_picked_kernel[(1,)](a, b, 0, BLOCK=16)
+    write_picked_kernel[(1,)](a, b, 0, BLOCK=16)
+    assert a.tolist() == [1.0] * 16 and b.tolist() == [2.0] * 16
