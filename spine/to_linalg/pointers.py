@@ -104,11 +104,15 @@ def _i64(value: int) -> ir.Value:
 def convert_ptr_to_int(conv, op):
     address = conv.state(op.operands[0])
     result_type = op.results[0].type
-    if isinstance(address, st.PointerState) and address.address is not None and not address.shape:
-        conv.bind(op.results[0], _integer_of(address, result_type))
+    if isinstance(address, st.PointerState) and not address.shape:
+        # made from an integer, or into an argument (`if weight_ptr:` in FlagGems' batch norm)
+        value = address_of(address)
+        if result_type != value.type:
+            value = arith.TruncIOp(result_type, value).result
+        conv.bind(op.results[0], value)
         return
     if not isinstance(address, st.IntegerAddress) or address.value.type != result_type:
-        raise conv.unsupported(op, "the address of a pointer into an argument")
+        raise conv.unsupported(op, "the addresses of a tensor of pointers into an argument")
     conv.bind(op.results[0], address.value)
 
 

@@ -78,3 +78,22 @@ def test_an_op_the_conversion_cannot_take_names_itself_and_its_line(host):
     with pytest.raises(SpineCompilationError, match=r"'tt\.\w+'.*kernel 'pointer_tensor_kernel' at .*"
                                                     r"test_pointer_tables\.py:\d+"):
         pointer_tensor_kernel[(1,)](table, torch.zeros(4), BLOCK=4)
+
+
+@triton.jit
+def optional_weight_kernel(x_ptr, w_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """FlagGems' batch norm: `if w_ptr:` tests the pointer's address (a null pointer means no weight)."""
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    if w_ptr:
+        x = x * tl.load(w_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, x, mask=offs < n)
+    tl.store(out_ptr + BLOCK, (w_ptr + 3).to(tl.int64, bitcast=True) - w_ptr.to(tl.int64, bitcast=True))
+
+
+def test_the_address_of_a_pointer_into_an_argument(target):
+    x, w = torch.randn(20), torch.randn(20)
+    out = torch.zeros(33)
+    optional_weight_kernel[(1,)](x, w, out, 20, BLOCK=32)
+    torch.testing.assert_close(out[:20], x * w)
+    assert out[32].item() == 3 * 4                    # three fp32 elements further
