@@ -2,7 +2,7 @@
 instead of a local tile that is then copied out (see stores_in_place below)."""
 from __future__ import annotations
 
-from ..ir_walk import collect_ops, defining_op, offsets_sizes_strides
+from ..ir_walk import collect_ops, defining_op, offsets_sizes_strides, through_views, without_effects, yielded
 
 
 def stores_in_place(module) -> None:
@@ -18,7 +18,11 @@ def stores_in_place(module) -> None:
 
     Only elementwise generics qualify (all loops parallel, every map a projection of the loops), so each
     element is computed from inputs at its own index before it is written; and only when nothing reads
-    the buffer afterwards."""
+    the buffer afterwards. The computation moves down to the copy: every op in between must leave its
+    inputs as they were (FlagGems' GELU-and-mul gradient computed one output, then the other in place of
+    a tile the first still had to read). Ops without memory effects do; a linalg op or a copy does when
+    each buffer it writes is another allocation or another argument than every input's (an input behind
+    an scf.if is each buffer that branches yield); anything else keeps the computation where it is."""
     for copy in collect_ops(module, lambda op: op.name == "linalg.copy"):
         match = _tile_written_then_copied(copy)
         if match is not None:
@@ -52,6 +56,8 @@ def _tile_written_then_copied(copy):
     if writer.name != "linalg.generic" or writer.block != allocation.block:
         return None     # (a buffer defined outside a loop may be read again in the next iteration)
     generic = writer.opview
+    if not _inputs_kept(generic, writer, copy):
+        return None
     if not all(str(kind) == "#linalg.iterator_type<parallel>"
                for kind in ir.ArrayAttr(generic.attributes["iterator_types"])):
         return None
@@ -73,6 +79,71 @@ def _tile_written_then_copied(copy):
     if any(use.owner.operation != copy for use in window.results[0].uses):
         return None
     return generic, index, sizes
+
+
+def _roots(value) -> set | None:
+    """The allocations and block arguments `value` may be a view of (through views and scf.if results);
+    None when that is not known."""
+    value = through_views(value)
+    op = defining_op(value)
+    if op is None or op.name in ("memref.alloc", "memref.alloca"):
+        return {value}
+    if op.name == "scf.if":
+        from mlir import ir
+        position = next(i for i, result in enumerate(op.results) if result == value)
+        roots = set()
+        for region in op.regions:
+            if not len(region.blocks):
+                return None
+            branch = _roots(yielded(region.blocks[0], position))
+            if branch is None:
+                return None
+            roots |= branch
+        return roots
+    return None
+
+
+def _written(op) -> list | None:
+    """The memrefs `op` writes: a linalg op's outputs, a memref.copy's target, none for ops without memory
+    effects; None for other ops that touch memory (calls, loops, stores)."""
+    from mlir import ir
+    if without_effects(op):
+        return []
+    if op.name == "memref.copy":
+        return [op.operands[1]]
+    outputs = getattr(op.opview, "outputs", None) if op.name.startswith("linalg.") else None
+    if outputs is None:
+        return None
+    return [v for v in outputs if isinstance(v.type, ir.MemRefType)]
+
+
+def _inputs_kept(generic, writer, copy) -> bool:
+    """Whether every op between the generic and the copy leaves the generic's inputs as they are."""
+    from mlir import ir
+    inputs = set()
+    for operand in generic.inputs:
+        if isinstance(operand.type, ir.MemRefType):
+            roots = _roots(operand)
+            if roots is None:
+                return False
+            inputs |= roots
+    between, seen = [], False
+    for candidate in writer.block.operations:
+        candidate = candidate.operation
+        if candidate == copy:
+            break
+        if seen:
+            between.append(candidate)
+        seen = seen or candidate == writer
+    for op in between:
+        written = _written(op)
+        if written is None:
+            return False
+        for target in written:
+            roots = _roots(target)
+            if roots is None or roots & inputs:
+                return False
+    return True
 
 
 def _ancestor_in_block(op, block):

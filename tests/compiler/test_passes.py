@@ -130,6 +130,45 @@ def test_a_reduction_into_the_tile_keeps_its_copy():
     assert after("stores-in-place", text).count("linalg.copy") == 1
 
 
+OVERWRITTEN_INPUT = """
+#id = affine_map<(d0) -> (d0)>
+func.func @k(%a: memref<128xf32>, %out: memref<?xf32, strided<[1], offset: ?>>, %other: memref<128xf32>,
+             %n: index) {
+  %t = memref.alloca() : memref<128xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%a : memref<128xf32>) outs(%t : memref<128xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %s = arith.addf %x, %x : f32
+    linalg.yield %s : f32
+  }
+  %buf = memref.alloca() : memref<128xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%t : memref<128xf32>) outs(%buf : memref<128xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %s = arith.mulf %x, %x : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%a : memref<128xf32>) outs(WRITTEN : memref<128xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    linalg.yield %x : f32
+  }
+  %w = memref.subview %buf[0] [%n] [1] : memref<128xf32> to memref<?xf32, strided<[1]>>
+  linalg.copy ins(%w : memref<?xf32, strided<[1]>>) outs(%out : memref<?xf32, strided<[1], offset: ?>>)
+  return
+}
+"""
+
+
+def test_a_computation_whose_input_is_overwritten_before_the_store_stays():
+    """Moved down to the copy, the product would read %t after the op in between overwrote it (FlagGems'
+    GELU-and-mul gradient): it keeps its tile and the copy. Writing another buffer, it moves."""
+    kept = after("stores-in-place", OVERWRITTEN_INPUT.replace("WRITTEN", "%t"))
+    assert kept.count("linalg.copy") == 1
+    moved = after("stores-in-place", OVERWRITTEN_INPUT.replace("WRITTEN", "%other"))
+    assert moved.count("linalg.copy") == 0
+
+
 COMPARE_AND_SWAP = """
 func.func private @spine.atomic_cas.i32(memref<?xi32>, index, i32, i32) -> i32
 func.func @k(%b: memref<?xi32>, %i: index, %e: i32, %d: i32) -> i32 {

@@ -213,3 +213,35 @@ def test_int32_index_arithmetic_wraps_as_data(target):
     assert torch.equal(out[:16], x)
     assert torch.equal(out[16:], (y * 3) & (x | 1))
     assert torch.equal(neg, x < 0)
+
+
+@triton.jit
+def _gelu_and_mul_gradient(x, y, dgrad):
+    x_gelu = 0.5 * x * (1 + tl.math.erf(x * 0.7071067811))
+    d_gelu = dgrad * y
+    dx = d_gelu * 0.5 * (1.0 + tl.math.erf(x * 0.7071067811) + x * 0.7978845608028654 * tl.exp(-0.5 * x * x))
+    return dx, dgrad * x_gelu
+
+
+@triton.jit
+def two_outputs_kernel(x_ptr, y_ptr, g_ptr, dx_ptr, dy_ptr, n, BLOCK: tl.constexpr):
+    """FlagGems' GELU-and-mul gradient: the tile 1 + erf(...) is read by the first output and, multiplied
+    in place, by the second, which is stored after the first."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    dx, dy = _gelu_and_mul_gradient(tl.load(x_ptr + offs, mask=mask), tl.load(y_ptr + offs, mask=mask),
+                                    tl.load(g_ptr + offs, mask=mask))
+    tl.store(dx_ptr + offs, dx, mask=mask)
+    tl.store(dy_ptr + offs, dy, mask=mask)
+
+
+def test_a_tile_two_outputs_read_is_not_overwritten_early(target):
+    n = 266
+    x, y, g = torch.randn(n), torch.randn(n), torch.randn(n)
+    dx, dy = torch.empty(n), torch.empty(n)
+    two_outputs_kernel[(triton.cdiv(n, 64),)](x, y, g, dx, dy, n, BLOCK=64)
+    xd, yd, gd = x.double(), y.double(), g.double()
+    erf = torch.erf(xd * 0.7071067811)
+    slope = xd * 0.7978845608028654 * torch.exp(-0.5 * xd * xd)
+    torch.testing.assert_close(dx.double(), gd * yd * 0.5 * (1 + erf + slope))
+    torch.testing.assert_close(dy.double(), gd * 0.5 * xd * (1 + erf))
