@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# FlagGems' own accuracy suite (../shared/conformance/flaggems-5.3.4, used in place; FlagGems itself is
+# installed by scripts/setup.sh) on Spine, through its SpacemiT vendor: one line per test file (passed,
+# failed, skipped, seconds), the totals and every failure. Long (the whole suite is hours on two cores), so
+# not part of `make test`, which runs a seeded slice (tests/flaggems/test_slice.py).
+#
+#   tests/flaggems/run.sh [host|riscv64] [extra pytest arguments, e.g. --sample-per-file 2 --sample-seed 1]
+#
+# JOBS=N splits the files over N processes (default: 2). Results stay in the directory printed last.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+repo=$PWD
+target=${1:-host}
+shift || true
+suite=../shared/conformance/flaggems-5.3.4
+reports=${REPORTS:-$(mktemp -d)}
+jobs=${JOBS:-2}
+mkdir -p "$reports"
+(cd "$suite" && ls tests/test_*.py) > "$reports/files"
+echo "target: $target, $(wc -l < "$reports/files") files, $jobs processes"
+for job in $(seq 0 $((jobs - 1))); do
+  awk -v n="$jobs" -v j="$job" 'NR % n == j' "$reports/files" > "$reports/files.$job"
+  (cd "$suite" && GEMS_VENDOR=spacemit SPINE_TARGET=$target PYTHONPATH="$repo/tests/flaggems" \
+     "$repo/.venv/bin/python" -m pytest -p spine_flaggems --results "$reports/results.jsonl" \
+     --ref cpu --quick -q -p no:cacheprovider --continue-on-collection-errors --tb=line \
+     $(cat "$reports/files.$job") "$@" > "$reports/log.$job" 2>&1) &
+done
+wait
+.venv/bin/python -m tests.flaggems.summary "$reports/results.jsonl" --failures --slowest 10
+echo "results and logs: $reports"

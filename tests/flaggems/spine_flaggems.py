@@ -1,0 +1,75 @@
+"""A pytest plugin for FlagGems' own accuracy suite (../shared/conformance/flaggems-5.3.4/tests, used in
+place) on Spine: `tests/flaggems/run.sh` runs it, as `-p spine_flaggems` (FlagGems has a `tests` package of
+its own, so this one is imported by its file name). FlagGems' conftest activates Spine's driver itself
+(GEMS_VENDOR=spacemit imports spine-triton's CPUDriver, which Spine serves), for the target SPINE_TARGET
+names.
+
+    --sample-per-file K --sample-seed S   keeps a seeded random K cases of each test file
+    --results PATH                        appends one JSON line per case as it finishes (file, test, outcome,
+                                          seconds, the first line of the failure), for summary.py
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections import defaultdict
+
+import pytest
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("spine flaggems")
+    group.addoption("--sample-per-file", action="store", type=int, default=0)
+    group.addoption("--sample-seed", action="store", type=int, default=0)
+    group.addoption("--results", action="store", default="")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    per_file = config.getoption("--sample-per-file")
+    if not per_file:
+        return
+    rng = random.Random(config.getoption("--sample-seed"))
+    by_file = defaultdict(list)
+    for item in items:
+        by_file[item.location[0]].append(item)
+    kept = set()
+    for file in sorted(by_file):
+        cases = by_file[file]
+        kept.update(cases if len(cases) <= per_file else rng.sample(cases, per_file))
+    deselected = [item for item in items if item not in kept]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+    items[:] = [item for item in items if item in kept]
+
+
+class ResultLog:
+    """Writes each case's outcome to `path` as soon as it is known (a long run can be read while it goes)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.started: dict = {}
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.started[nodeid] = time.monotonic()
+
+    def pytest_runtest_logreport(self, report):
+        failed_setup = report.when == "setup" and report.outcome != "passed"
+        if not (report.when == "call" or failed_setup or (report.when == "teardown" and report.failed)):
+            return
+        outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
+        message = ""
+        if report.failed or outcome == "skipped":
+            crash = getattr(report.longrepr, "reprcrash", None)
+            text = (crash.message if crash is not None else str(report.longrepr)).strip()
+            message = text.splitlines()[0][:300] if text else ""
+        seconds = time.monotonic() - self.started.get(report.nodeid, time.monotonic())
+        line = {"file": report.location[0], "test": report.nodeid, "outcome": outcome,
+                "seconds": round(seconds, 2), "message": message}
+        with open(self.path, "a") as f:
+            f.write(json.dumps(line) + "\n")
+
+
+def pytest_configure(config):
+    if config.getoption("--results"):
+        config.pluginmanager.register(ResultLog(config.getoption("--results")), "spine-flaggems-results")
