@@ -26,5 +26,13 @@ for job in $(seq 0 $((jobs - 1))); do
      $(cat "$reports/files.$job") "$@" > "$reports/log.$job" 2>&1) &
 done
 wait
-.venv/bin/python -m tests.flaggems.summary "$reports/results.jsonl" --failures --slowest 10
+# each failure again on eager torch (FlagGems' kernels and Spine left out): the evidence summary.py reads
+.venv/bin/python -m tests.flaggems.summary "$reports/results.jsonl" --failed-ids > "$reports/failed"
+if [ -s "$reports/failed" ]; then
+  (cd "$suite" && GEMS_VENDOR=spacemit SPINE_TARGET=$target PYTHONPATH="$repo/tests/flaggems" \
+     "$repo/.venv/bin/python" -m pytest -p spine_flaggems --eager --results "$reports/eager.jsonl" \
+     --ref cpu --quick -q -p no:cacheprovider --tb=line $(cat "$reports/failed") > "$reports/log.eager" 2>&1)
+fi
+.venv/bin/python -m tests.flaggems.summary "$reports/results.jsonl" --eager "$reports/eager.jsonl" --failures \
+  --slowest 10
 echo "results and logs: $reports"

@@ -7,6 +7,10 @@ names.
     --sample-per-file K --sample-seed S   keeps a seeded random K cases of each test file
     --results PATH                        appends one JSON line per case as it finishes (file, test, outcome,
                                           seconds, the first line of the failure), for summary.py
+    --eager                               the evidence run: `flag_gems.use_gems()` does nothing and any
+                                          Triton launch raises, so a case that still fails does so on eager
+                                          torch, without FlagGems' kernels or Spine (run.sh reruns each
+                                          failure so; summary.py tells the two kinds apart)
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ def pytest_addoption(parser):
     group.addoption("--sample-per-file", action="store", type=int, default=0)
     group.addoption("--sample-seed", action="store", type=int, default=0)
     group.addoption("--results", action="store", default="")
+    group.addoption("--eager", action="store_true")
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -70,6 +75,25 @@ class ResultLog:
             f.write(json.dumps(line) + "\n")
 
 
+class NoKernels(RuntimeError):
+    pass
+
+
+def _refuse_launch(*args, **kwargs):
+    raise NoKernels("the eager run launched a Triton kernel")
+
+
+def _eager_only() -> None:
+    import contextlib
+
+    import flag_gems
+    import triton
+    flag_gems.use_gems = lambda *args, **kwargs: contextlib.nullcontext()
+    triton.knobs.runtime.launch_enter_hook = _refuse_launch
+
+
 def pytest_configure(config):
+    if config.getoption("--eager"):
+        _eager_only()
     if config.getoption("--results"):
         config.pluginmanager.register(ResultLog(config.getoption("--results")), "spine-flaggems-results")

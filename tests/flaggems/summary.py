@@ -1,12 +1,26 @@
 """Per-file counts of a FlagGems run (spine_flaggems.py's --results lines):
-`python -m tests.flaggems.summary RESULTS [--failures] [--slowest N]` prints one line per test file (passed,
-failed, skipped, seconds), the totals with the pass rate of the cases that ran, and with --failures every
-failing case and its message."""
+`python -m tests.flaggems.summary RESULTS [--eager EAGER] [--failures] [--slowest N]` prints one line per
+test file (passed, failed, skipped, seconds), the totals with the pass rate of the cases that ran, and with
+--failures every failing case and its message.
+
+With --eager (the same cases run by `--eager`: no FlagGems kernels, no Spine), a failure that fails there
+too is FlagGems' own (its test or its use of torch fails on eager torch on this machine, CUDA-only cases
+among them) and is counted apart, with its eager message as the evidence; the pass rate is also given
+without them. `--failed-ids` prints the failing cases' node ids, one per line."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections import Counter, defaultdict
+
+
+# Failures inside FlagGems' own code that torch itself refuses on this machine, whatever runs the kernels;
+# tests/flaggems/test_evidence.py shows eager torch doing so.
+TORCH_REFUSES = {
+    "Cannot access accelerator device when none is available":
+        "FlagGems pins host memory (Tensor.pin_memory), which torch refuses without an accelerator",
+}
 
 
 def read(path: str) -> list:
@@ -14,13 +28,37 @@ def read(path: str) -> list:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def classify(cases: list, eager: dict) -> None:
+    """Marks as "flaggems" each failure torch refuses here (TORCH_REFUSES) or that fails on eager torch too
+    (`eager`: the --eager run's cases by node id), with the evidence."""
+    for case in cases:
+        refused = next((why for text, why in TORCH_REFUSES.items() if text in case["message"]), None)
+        if case["outcome"] == "failed" and refused is not None:
+            case["outcome"], case["evidence"] = "flaggems", refused
+            continue
+        evidence = eager.get(case["test"])
+        if case["outcome"] == "failed" and evidence is not None and evidence["outcome"] == "failed" and \
+                "the eager run launched a Triton kernel" not in evidence["message"]:
+            case["outcome"] = "flaggems"
+            case["evidence"] = evidence["message"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("results")
     parser.add_argument("--failures", action="store_true")
     parser.add_argument("--slowest", type=int, default=0)
+    parser.add_argument("--eager", default="")
+    parser.add_argument("--failed-ids", action="store_true")
     args = parser.parse_args()
     cases = read(args.results)
+    if args.failed_ids:
+        print("\n".join(sorted({c["test"] for c in cases if c["outcome"] == "failed"})))
+        return
+    eager = {}
+    if args.eager and os.path.exists(args.eager):
+        eager = {c["test"]: c for c in read(args.eager)}
+    classify(cases, eager)
     by_file = defaultdict(Counter)
     seconds = Counter()
     for case in cases:
@@ -31,11 +69,15 @@ def main() -> None:
         counts = by_file[file]
         total.update(counts)
         print(f"{file:60} passed {counts['passed']:5}  failed {counts['failed']:4}  skipped {counts['skipped']:4}"
-              f"  {seconds[file]:7.1f} s")
-    ran = total["passed"] + total["failed"]
+              f"  FlagGems' own {counts['flaggems']:4}  {seconds[file]:7.1f} s")
+    ran = total["passed"] + total["failed"] + total["flaggems"]
     rate = f"{100 * total['passed'] / ran:.2f} %" if ran else "-"
+    cpu = total["passed"] + total["failed"]
+    cpu_rate = f"{100 * total['passed'] / cpu:.2f} %" if cpu else "-"
     print(f"{'total':60} passed {total['passed']:5}  failed {total['failed']:4}  skipped {total['skipped']:4}"
-          f"  {sum(seconds.values()):7.1f} s  pass rate {rate} of {ran} cases that ran")
+          f"  FlagGems' own {total['flaggems']:4}  {sum(seconds.values()):7.1f} s")
+    print(f"pass rate {rate} of the {ran} cases that ran; {cpu_rate} of the {cpu} that also pass or run on "
+          f"eager torch here (FlagGems' own failures left out)")
     if args.slowest:
         print("slowest files:")
         for file, s in seconds.most_common(args.slowest):
@@ -44,6 +86,9 @@ def main() -> None:
         for case in cases:
             if case["outcome"] == "failed":
                 print(f"FAILED {case['test']}: {case['message']}")
+        for case in cases:
+            if case["outcome"] == "flaggems":
+                print(f"FLAGGEMS {case['test']}: {case['message']} | on eager torch: {case['evidence']}")
 
 
 if __name__ == "__main__":
