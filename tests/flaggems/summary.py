@@ -20,6 +20,8 @@ from collections import Counter, defaultdict
 TORCH_REFUSES = {
     "Cannot access accelerator device when none is available":
         "FlagGems pins host memory (Tensor.pin_memory), which torch refuses without an accelerator",
+    "'Tensor' object has no attribute 'names'":
+        "FlagGems' median reads Tensor.names; torch 2.13 (Spine's pin) has no named tensors",
 }
 
 
