@@ -20,7 +20,7 @@ from . import materialize
 from . import smt_threads  # noqa: F401  (registers the lowerings of the smt barrier calls)
 from . import states as st
 from .converter import RetryWithGather, handles
-from .pointers import address_of, pointer_at
+from .addresses import address_of, pointer_at
 from .types import is_bool, is_pointer
 
 
