@@ -86,9 +86,11 @@ def unwrap_tensor(value):
 
 
 def check_tensor(param: Param, value, kernel: str) -> None:
-    """Pointer arguments must be CPU tensors of a dtype Spine supports."""
+    """Pointer arguments must be CPU tensors of a dtype Spine supports, or objects triton takes as pointers
+    (`data_ptr()` and `dtype`) that name a CPU tensor's storage (`untyped_storage()`, as FlagGems'
+    StridedBuffer does)."""
     try:
-        device = value.device.type
+        device = value.device.type if hasattr(value, "device") else value.untyped_storage().device.type
     except AttributeError:
         raise TypeError(f"argument '{param.name}' of kernel '{kernel}' expects a CPU torch tensor "
                         f"(pointer {param.ty}), got {type(value).__name__}") from None
@@ -102,7 +104,16 @@ def check_tensor(param: Param, value, kernel: str) -> None:
 
 
 def byte_range(tensor) -> tuple[int, int]:
-    """[first, last + 1) bytes a tensor view may touch (strides are non-negative in torch)."""
+    """[first, last + 1) bytes a tensor view may touch (strides are non-negative in torch). For another
+    object triton takes as a pointer (check_tensor), which has no shape Spine can trust (FlagGems'
+    StridedBuffer has negative strides for flip), the whole storage it names."""
+    import torch
+    if not isinstance(tensor, torch.Tensor):
+        storage = tensor.untyped_storage()
+        if not isinstance(storage, torch.UntypedStorage):
+            raise TypeError(f"a pointer argument must be a tensor or name a tensor's storage "
+                            f"(untyped_storage()), got {type(tensor).__name__}")
+        return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
     lo = tensor.data_ptr()
     if not tensor.numel():
         return lo, lo
@@ -123,5 +134,5 @@ def extent_params(params: list[Param]) -> list[Param]:
 def element_extent(param: Param, tensor) -> int:
     """How many elements of the parameter's type a kernel may reach from the tensor's data pointer: up
     to the end of the bytes its view may touch."""
-    lo, hi = byte_range(tensor)
-    return (hi - lo) // POINTEE_BYTES[param.pointee]
+    _, hi = byte_range(tensor)
+    return (hi - tensor.data_ptr()) // POINTEE_BYTES[param.pointee]

@@ -31,7 +31,7 @@ from ..errors import DeviceAssertionError, KernelFault
 from ..proton import buffers as proton_buffers
 from ..proton import session as proton
 from . import kernel_protocol as protocol
-from .arguments import Arguments
+from .arguments import Arguments, byte_range
 from .settings import default_num_threads, kernel_server_options
 from .settings import guest_kernel_timeout as kernel_timeout
 from .source_lines import with_source_line
@@ -221,18 +221,28 @@ def arena_layout(args: Arguments) -> tuple[list[int], list[_Span], int]:
     for param, value in zip(args.params, args.values):
         if not param.is_pointer:
             continue
-        lo, storage = value.data_ptr(), value.untyped_storage().data_ptr()
-        _joined(spans, _Span(lo, lo + _extent_bytes(value), param.index in args.written, {storage}))
-        placed.append((param.index, lo, storage))
+        pointer, (lo, hi), storage = value.data_ptr(), _span_bytes(value), value.untyped_storage().data_ptr()
+        _joined(spans, _Span(lo, hi, param.index in args.written, {storage}))
+        placed.append((param.index, pointer, storage))
     total = 0
     for span in spans:
         span.arena_offset = total
         total += (span.hi - span.lo + ALIGN - 1) // ALIGN * ALIGN
     slots = list(args.values)
-    for index, lo, storage in placed:
+    for index, pointer, storage in placed:
         span = next(s for s in spans if storage in s.storages)   # one: spans sharing a storage were joined
-        slots[index] = span.arena_offset + lo - span.lo
+        slots[index] = span.arena_offset + pointer - span.lo
     return slots, spans, total
+
+
+def _span_bytes(value) -> tuple[int, int]:
+    """The bytes an argument may touch: a tensor's view, or the whole storage another pointer object names
+    (arguments.byte_range)."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        lo = value.data_ptr()
+        return lo, lo + _extent_bytes(value)
+    return byte_range(value)
 
 
 def _extent_bytes(tensor) -> int:

@@ -415,3 +415,33 @@ def test_a_load_interrupted_before_its_reply_replaces_the_server(monkeypatch):
         test_one_element_add("riscv64")
         scalars_kernel[(1,)](out, 3, 4, 5, 6, 7, False)
         assert out.tolist() == [3.0, 4.0, 5.0, 6.0, 7.0, 0.0]
+
+
+class _StorageView:
+    """What FlagGems' StridedBuffer is to triton: a data pointer into a tensor's storage (here its last
+    row), a dtype, the storage; no shape of its own that Spine could read."""
+
+    def __init__(self, base, offset):
+        self.base, self.dtype = base, base.dtype
+        self._ptr = base.data_ptr() + offset * base.element_size()
+
+    def data_ptr(self):
+        return self._ptr
+
+    def untyped_storage(self):
+        return self.base.untyped_storage()
+
+
+@triton.jit
+def _reverse_row_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(dst_ptr + offs, tl.load(src_ptr - offs, mask=offs < n), mask=offs < n)   # walks backwards
+
+
+def test_a_pointer_that_is_not_a_tensor_reaches_its_whole_storage(target):
+    """Under QEMU the arena gets the whole storage such an object names, so a kernel reading before
+    its data pointer (a negative stride, as FlagGems' flip) reads what it reads natively."""
+    x = torch.arange(40, dtype=torch.float32)
+    out = torch.zeros(10)
+    _reverse_row_kernel[(1,)](_StorageView(x, 39), _StorageView(out, 0), 10, BLOCK=16)
+    assert out.tolist() == [float(v) for v in range(39, 29, -1)]
