@@ -221,7 +221,7 @@ def arena_layout(args: Arguments) -> tuple[list[int], list[_Span], int]:
     for param, value in zip(args.params, args.values):
         if not param.is_pointer:
             continue
-        pointer, (lo, hi), storage = value.data_ptr(), _span_bytes(value), value.untyped_storage().data_ptr()
+        pointer, (lo, hi), storage = value.data_ptr(), byte_range(value), value.untyped_storage().data_ptr()
         _joined(spans, _Span(lo, hi, param.index in args.written, {storage}))
         placed.append((param.index, pointer, storage))
     total = 0
@@ -233,25 +233,6 @@ def arena_layout(args: Arguments) -> tuple[list[int], list[_Span], int]:
         span = next(s for s in spans if storage in s.storages)   # one: spans sharing a storage were joined
         slots[index] = span.arena_offset + pointer - span.lo
     return slots, spans, total
-
-
-def _span_bytes(value) -> tuple[int, int]:
-    """The bytes an argument may touch: a tensor's view, or the whole storage another pointer object names
-    (arguments.byte_range)."""
-    import torch
-    if isinstance(value, torch.Tensor):
-        lo = value.data_ptr()
-        return lo, lo + _extent_bytes(value)
-    return byte_range(value)
-
-
-def _extent_bytes(tensor) -> int:
-    """How many bytes from its data pointer a tensor view may touch (arguments.byte_range)."""
-    if tensor.is_contiguous():
-        return tensor.nbytes
-    if not tensor.numel():
-        return 0
-    return (1 + sum((s - 1) * st for s, st in zip(tensor.shape, tensor.stride()))) * tensor.element_size()
 
 
 class QemuExecutor:
