@@ -46,18 +46,17 @@ def _tile_written_then_copied(copy):
             any(v != 1 for v in ir.DenseI64ArrayAttr(window.attributes["static_strides"])):
         return None
     sizes = offsets_sizes_strides(window)[1]
-    writer = copy
+    writer, between = copy, []      # between: the ops after the writer, before the copy
     while True:
         writer = _previous_op(writer)
         if writer is None:
             return None
         if writer != window and any(operand == buffer for operand in writer.operands):
             break
+        between.append(writer)
     if writer.name != "linalg.generic" or writer.block != allocation.block:
         return None     # (a buffer defined outside a loop may be read again in the next iteration)
     generic = writer.opview
-    if not _inputs_kept(generic, writer, copy):
-        return None
     if not all(str(kind) == "#linalg.iterator_type<parallel>"
                for kind in ir.ArrayAttr(generic.attributes["iterator_types"])):
         return None
@@ -78,6 +77,8 @@ def _tile_written_then_copied(copy):
             return None
     if any(use.owner.operation != copy for use in window.results[0].uses):
         return None
+    if not _inputs_kept(generic, between):
+        return None
     return generic, index, sizes
 
 
@@ -89,7 +90,6 @@ def _roots(value) -> set | None:
     if op is None or op.name in ("memref.alloc", "memref.alloca"):
         return {value}
     if op.name == "scf.if":
-        from mlir import ir
         position = next(i for i, result in enumerate(op.results) if result == value)
         roots = set()
         for region in op.regions:
@@ -117,8 +117,9 @@ def _written(op) -> list | None:
     return [v for v in outputs if isinstance(v.type, ir.MemRefType)]
 
 
-def _inputs_kept(generic, writer, copy) -> bool:
-    """Whether every op between the generic and the copy leaves the generic's inputs as they are."""
+def _inputs_kept(generic, between: list) -> bool:
+    """Whether every op of `between` (those after the generic, before the copy) leaves the generic's
+    inputs as they are."""
     from mlir import ir
     inputs = set()
     for operand in generic.inputs:
@@ -127,14 +128,6 @@ def _inputs_kept(generic, writer, copy) -> bool:
             if roots is None:
                 return False
             inputs |= roots
-    between, seen = [], False
-    for candidate in writer.block.operations:
-        candidate = candidate.operation
-        if candidate == copy:
-            break
-        if seen:
-            between.append(candidate)
-        seen = seen or candidate == writer
     for op in between:
         written = _written(op)
         if written is None:
