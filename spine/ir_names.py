@@ -23,6 +23,10 @@ PREFETCH_ATTRIBUTE = "spine.prefetch_next_program"
 # destination (compiler/products_into_destination.py).
 STRIDED_TWIN = "spine.strided_twin"
 
+# On a tt.load through a block pointer: spine-triton's "neg_inf" or "inf" padding, which triton's IR cannot
+# hold (language/frontend.py builds the load zero-padded and marks it; to_linalg/load.py pads with it).
+PADDING_ATTRIBUTE = "spine.padding"
+
 # The uniform entry point every kernel library exports (compiler/entry.py builds it; the grid runtime, the
 # kernel server and the LLVM rewrites find it by this name).
 ENTRY_SYMBOL = "spine_entry"

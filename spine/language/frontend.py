@@ -17,11 +17,12 @@ in the error, how such code is written instead.
 """
 from __future__ import annotations
 
+from ..ir_names import PADDING_ATTRIBUTE
+
 ARANGE_WORKAROUND = ("Spine runs the stock triton frontend, in which every tensor dimension is a power of 2 "
                      "(spine-triton's patched triton allows other lengths). Write tl.arange(0, BLOCK) with "
                      "BLOCK = triton.next_power_of_2(n), and mask the lanes >= n in loads and stores")
 INFINITE_PADDINGS = ("neg_inf", "inf")
-PADDING_ATTRIBUTE = "spine.padding"
 
 
 def _for_spine(semantic) -> bool:

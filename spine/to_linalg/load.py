@@ -26,6 +26,7 @@ import math
 from mlir import ir
 from mlir.dialects import arith, bufferization, linalg, memref, scf, tensor
 
+from ..ir_names import PADDING_ATTRIBUTE
 from ..targets import STACK_TILE_BYTES
 
 from . import bounds
@@ -45,7 +46,6 @@ from .types import element_bytes, element_type, shape_of
 
 
 PAD_NAN = 2  # triton's PaddingOption
-PADDING_MARK = "spine.padding"   # spine/language/frontend.py's PADDING_ATTRIBUTE (no triton import here)
 INFINITIES = {"neg_inf": float("-inf"), "inf": float("inf")}
 LOAD = "load from"  # how bounds-check failures name the access
 
@@ -83,7 +83,7 @@ def convert_load(conv, op):
 def _block_pointer_padding(op, elem: ir.Type) -> ir.Value:
     """What a block-pointer load reads outside the tensor: zero, NaN (triton's padding options) or, for
     spine-triton's "neg_inf" and "inf" (spine/language/frontend.py's mark), an infinity."""
-    mark = ir.StringAttr(op.attributes[PADDING_MARK]).value if PADDING_MARK in op.attributes else None
+    mark = ir.StringAttr(op.attributes[PADDING_ATTRIBUTE]).value if PADDING_ATTRIBUTE in op.attributes else None
     infinite = INFINITIES.get(mark)
     if infinite is not None:
         return arith.ConstantOp(elem, infinite).result
