@@ -240,7 +240,7 @@ class IfResult:
         if self.template is None:
             self.template = state
         if self.kind == "address":
-            if not _same_structure(self.template, state):
+            if not st.same_layout(self.template, state):
                 raise conv.unsupported_use(value, "an if whose branches yield pointers of different shapes "
                                                   "or strides into different arguments")
             conv.written_args.update(conv.argument_of[p.base] for p in (self.template, state)
@@ -248,7 +248,7 @@ class IfResult:
             return address_of(state)
         if self.kind == "offset":
             if not Carried("offset", self.template).compatible(state):
-                if state.base != self.template.base and _same_structure(self.template, state):
+                if state.base != self.template.base and st.same_layout(self.template, state):
                     raise RetryWithGather((self.key, "address"))
                 raise RetryWithGather(self.key)
             return im.as_value(state.offset)
@@ -266,13 +266,6 @@ class IfResult:
         if self.kind == "gather":
             return st.GatherPointer(self.template.base, self.template.element_type, self.template.shape, value)
         return value
-
-
-def _same_structure(a, b) -> bool:
-    """Pointers of one element type, shape and strides, whatever they point into."""
-    return (isinstance(a, st.PointerState) and isinstance(b, st.PointerState)
-            and a.element_type == b.element_type and a.shape == b.shape
-            and all(im.same(x, y) for x, y in zip(a.strides, b.strides)))
 
 
 @handles("scf.if")

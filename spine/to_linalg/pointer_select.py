@@ -24,8 +24,7 @@ from . import states as st
 
 
 def _same_structure(a, b) -> bool:
-    return (isinstance(a, st.PointerState) and isinstance(b, st.PointerState) and a.base == b.base
-            and a.shape == b.shape and all(im.same(x, y) for x, y in zip(a.strides, b.strides)))
+    return st.same_layout(a, b) and a.base == b.base
 
 
 def _as_gather(state) -> st.GatherPointer:

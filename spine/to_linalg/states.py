@@ -189,6 +189,13 @@ def mul_index(a: AffineIndex, b: AffineIndex) -> Optional[AffineIndex]:
                    exact_value=None)
 
 
+def same_layout(a, b) -> bool:
+    """Whether two pointer states address elements of one type in one shape with the same strides,
+    whatever memory each points into."""
+    return (isinstance(a, PointerState) and isinstance(b, PointerState) and a.element_type == b.element_type
+            and a.shape == b.shape and all(im.same(x, y) for x, y in zip(a.strides, b.strides)))
+
+
 def offset_pointer(ptr: PointerState, index: AffineIndex) -> PointerState:
     """tt.addptr of a structured pointer and an affine index (shapes already agree)."""
     strides = ptr.strides if not ptr.shape else tuple(im.add(x, y) for x, y in zip(ptr.strides, index.strides))
