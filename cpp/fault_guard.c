@@ -77,6 +77,7 @@ static _Atomic uintptr_t kernel_lo, kernel_hi;
 static _Atomic uint64_t stop_request;
 static _Atomic int poisoned;
 static void (*_Atomic sigint_notify)(void);
+static int (*_Atomic emulator)(void *context);
 
 static int interrupt_signal(void) { return SIGRTMIN + 6; }
 
@@ -190,7 +191,14 @@ static void leave_guard(sigjmp_buf *jump, int sig, int code, uintptr_t address, 
     siglongjmp(*jump, 1);
 }
 
+/* Whether the illegal instruction was carried out by the emulator (spine_fault_guard_emulate_with). */
+static int emulated(int sig, const siginfo_t *info, void *context) {
+    int (*emulate)(void *) = atomic_load(&emulator);
+    return sig == SIGILL && info->si_code > 0 && emulate && emulate(context);
+}
+
 static void on_fault(int sig, siginfo_t *info, void *context) {
+    if (emulated(sig, info, context)) return;
     sigjmp_buf *jump = active_jump;
     /* Only a fault the CPU raised is the kernel's. A signal sent by a process is not, except one this
      * process raised on this very thread while it runs a kernel: a handler that ran ahead of ours
@@ -328,6 +336,8 @@ static void install(void) {
 }
 
 void spine_fault_guard_install(void) { pthread_once(&installed, install); }
+
+void spine_fault_guard_emulate_with(int (*emulate)(void *context)) { atomic_store(&emulator, emulate); }
 
 static pthread_mutex_t check_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -534,6 +544,7 @@ void spine_fault_describe(const spine_fault_t *fault, char *buffer, int size) {
 }
 
 static void report_and_die(int sig, siginfo_t *info, void *context) {
+    if (emulated(sig, info, context)) return;
     /* Not async-signal-safe (dladdr, snprintf), which is acceptable: the process ends right after. */
     spine_fault_t fault = {sig, info->si_code, (uintptr_t)info->si_addr, fault_pc(context), 0};
     char line[900];

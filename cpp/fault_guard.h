@@ -48,6 +48,11 @@ typedef struct {
 /* Installs the handlers once per process (later calls do nothing). */
 void spine_fault_guard_install(void);
 
+/* An illegal instruction the CPU raised goes to emulate(ucontext) first, wherever it happens: when that
+ * returns 1 (it carried the instruction out and moved the pc past it), the code goes on as if the CPU had
+ * executed it. The QEMU kernel server emulates SpacemiT's matrix instructions so (matrix_emulation.h). */
+void spine_fault_guard_emulate_with(int (*emulate)(void *context));
+
 /* Puts our handlers back in front of any installed since (chaining to those): after Python code or a
  * library changed a handler. One system call per handled signal, so not on every launch. */
 void spine_fault_guard_check_handlers(void);

@@ -22,7 +22,7 @@ SHARED_SOURCES = ("grid.c", "fault_guard.c", "device_io.c", "profile_buffers.c",
 
 def _sources_hash(names: tuple[str, ...], extra: str) -> str:
     h = hashlib.sha256(extra.encode())
-    for name in names + ("grid.h", "device_io.h", "fault_guard.h", "profile_buffers.h"):
+    for name in names + ("grid.h", "device_io.h", "fault_guard.h", "profile_buffers.h", "matrix_emulation.h"):
         with open(os.path.join(CPP_DIR, name), "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]
@@ -47,7 +47,7 @@ def host_runtime_library() -> str:
 @functools.lru_cache(maxsize=None)
 def guest_kernel_server() -> str:
     # -rdynamic: kernels bind to the server's device print/assert and profile record functions.
-    return _build("kernel-server", ("kernel_server.c",) + SHARED_SOURCES,
+    return _build("kernel-server", ("kernel_server.c", "matrix_emulation.c") + SHARED_SOURCES,
                   ("-target", GUEST_ZIG_TARGET, "-O2", "-rdynamic", "-lpthread", "-ldl"), "")
 
 

@@ -1,0 +1,163 @@
+/* See matrix_emulation.h. Written by hand: QEMU does not implement SpacemiT's vendor instructions and no
+ * library emulates them. The semantics are those of SpacemiT's "AI Matrix Extension (Zvvm_spacemit)"
+ * v0.6, chapters 5.1, 5.2 and 8.1-8.2 (integer base path and sliding window, int8):
+ *
+ *     for p in 0 .. M*N-1:                   C, row-major, in the register pair vd, vd+1 (int32)
+ *         i = (p / N) * K;  j = (p % N) * K  A row-major in vs1, B column-major in vs2 (int8)
+ *         vd[p] += sum over q < K of vs1[i + q + slide*K] * vs2[j + q]
+ *
+ * with M = N = 4, K = 8 at VLEN 256 (K1's A60/X60) and M = N = 8, K = 16 at VLEN 1024 (K3's A100); the
+ * sliding forms read A from the pair vs1, vs1+1. tests/driver/test_matrix_emulation.py checks it against
+ * the specification's own worked examples, and bench/llama_cpp.py against SpacemiT's llama.cpp kernels.
+ *
+ * The handler is compiled without V: the compiler never touches a vector register here, so the register
+ * file (and vl, vtype) stays as the interrupted code left it until the whole-register loads at the end. */
+#define _GNU_SOURCE
+#include "matrix_emulation.h"
+
+#if defined(__riscv) && __riscv_xlen == 64
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <ucontext.h>
+
+#define OPCODE_CUSTOM1 0x2b
+#define RISCV_V_MAGIC 0x53465457u   /* Linux's <asm/sigcontext.h>: the frame holds the vector registers */
+#define EXTRA_HEADER_OFFSET 520     /* where the first context header lies in the frame's fp state */
+#define MAX_VLENB 128
+
+/* Initial-exec TLS: a signal handler must not call __tls_get_addr, which may allocate. */
+static __thread __attribute__((tls_model("initial-exec"), aligned(64))) uint8_t registers[32 * MAX_VLENB];
+
+static uint64_t read_vlenb(void) {
+    uint64_t v;
+    __asm__ volatile(".option push\n.option arch, +v\ncsrr %0, vlenb\n.option pop" : "=r"(v));
+    return v;
+}
+
+static uint64_t read_vtype(void) {
+    uint64_t v;
+    __asm__ volatile(".option push\n.option arch, +v\ncsrr %0, vtype\n.option pop" : "=r"(v));
+    return v;
+}
+
+/* Whole-register stores and loads ignore vl and vtype: the interrupted code's settings stay untouched. */
+static void store_registers(uint8_t *p, uint64_t group) {
+    __asm__ volatile(".option push\n.option arch, +v\n"
+                     "vs8r.v v0, (%0)\nvs8r.v v8, (%1)\nvs8r.v v16, (%2)\nvs8r.v v24, (%3)\n.option pop"
+                     :: "r"(p), "r"(p + group), "r"(p + 2 * group), "r"(p + 3 * group) : "memory");
+}
+
+static void load_registers(const uint8_t *p, uint64_t group) {
+    __asm__ volatile(".option push\n.option arch, +v\n"
+                     "vl8re8.v v0, (%0)\nvl8re8.v v8, (%1)\nvl8re8.v v16, (%2)\nvl8re8.v v24, (%3)\n.option pop"
+                     :: "r"(p), "r"(p + group), "r"(p + 2 * group), "r"(p + 3 * group) : "memory");
+}
+
+/* Whether the kernel saved the vector registers in the signal frame (and will restore them from there). */
+static int frame_holds_vectors(ucontext_t *uc) {
+    const uint8_t *at = (const uint8_t *)&uc->uc_mcontext.__fpregs + EXTRA_HEADER_OFFSET;
+    for (int n = 0; n < 8; n++) {
+        uint32_t magic, size;
+        memcpy(&magic, at, 4);
+        memcpy(&size, at + 4, 4);
+        if (magic == RISCV_V_MAGIC) return 1;
+        if (magic == 0 || size == 0) return 0;
+        at += size;
+    }
+    return 0;
+}
+
+typedef struct {
+    unsigned vd, vs1, vs2;
+    int a_signed, b_signed;
+    int slide;
+} madot_t;
+
+/* Decodes vmadot* (funct [28:26] = 000) and vmadot1/2/3* (001), int8 only; 0 for anything else. */
+static int decode(uint32_t insn, madot_t *d) {
+    if ((insn & 0x7f) != OPCODE_CUSTOM1 || !(insn >> 31) || ((insn >> 29) & 3) != 3 || !((insn >> 25) & 1))
+        return 0;
+    unsigned group = (insn >> 26) & 7, funct3 = (insn >> 12) & 7;
+    d->vd = (insn >> 7) & 31;
+    d->vs2 = (insn >> 20) & 31;
+    if (group == 0) {
+        if (funct3 > 3) return 0;
+        d->vs1 = (insn >> 15) & 31;
+        d->slide = 0;
+    } else if (group == 1) {
+        unsigned slide = ((insn >> 15) & 1) << 1 | funct3 >> 2;   /* [15:14] */
+        if (slide == 3) return 0;
+        d->vs1 = ((insn >> 16) & 15) << 1;
+        d->slide = (int)slide + 1;
+    } else {
+        return 0;
+    }
+    d->a_signed = (funct3 >> 1) & 1;   /* 00 u*u, 01 u*s, 10 s*u, 11 s*s */
+    d->b_signed = funct3 & 1;
+    return 1;
+}
+
+static int overlaps(unsigned first, unsigned count, unsigned reg) { return reg >= first && reg < first + count; }
+
+static int32_t element(const uint8_t *p, int is_signed) { return is_signed ? (int8_t)*p : (int32_t)*p; }
+
+static void multiply_accumulate(uint8_t *file, uint64_t vlenb, const madot_t *d) {
+    unsigned tile = vlenb == 32 ? 4 : 8, k = vlenb == 32 ? 8 : 16;
+    const uint8_t *a = file + d->vs1 * vlenb, *b = file + d->vs2 * vlenb;
+    uint8_t *c = file + d->vd * vlenb;
+    for (unsigned p = 0; p < tile * tile; p++) {
+        const uint8_t *row = a + (p / tile) * k + d->slide * k, *col = b + (p % tile) * k;
+        uint32_t sum;
+        memcpy(&sum, c + 4 * p, 4);
+        for (unsigned q = 0; q < k; q++)   /* wraps modulo 2^32, as the 32-bit accumulator does */
+            sum += (uint32_t)(element(row + q, d->a_signed) * element(col + q, d->b_signed));
+        memcpy(c + 4 * p, &sum, 4);
+    }
+}
+
+int spine_matrix_emulate(void *context) {
+    ucontext_t *uc = context;
+    uintptr_t pc = (uintptr_t)uc->uc_mcontext.__gregs[REG_PC];
+    uint32_t insn;
+    madot_t d;
+    memcpy(&insn, (const void *)pc, 4);
+    if (!decode(insn, &d) || frame_holds_vectors(uc)) return 0;
+    uint64_t vlenb = read_vlenb(), vtype = read_vtype();
+    /* The illegal cases stay illegal: a shape other than A60's or A100's, LMUL other than 1 (or vill), an
+     * odd vd, a destination pair overlapping a source. */
+    if ((vlenb != 32 && vlenb != 128) || (vtype >> 63) || (vtype & 7) != 0 || (d.vd & 1) ||
+        overlaps(d.vd, 2, d.vs1) || overlaps(d.vd, 2, d.vs2) || (d.slide && overlaps(d.vd, 2, d.vs1 + 1)))
+        return 0;
+    store_registers(registers, 8 * vlenb);
+    multiply_accumulate(registers, vlenb, &d);
+    load_registers(registers, 8 * vlenb);
+    uc->uc_mcontext.__gregs[REG_PC] = pc + 4;
+    return 1;
+}
+
+static void on_sigill(int sig, siginfo_t *info, void *context) {
+    if (info->si_code > 0 && spine_matrix_emulate(context)) return;
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, NULL);   /* returning re-executes the instruction: the default action ends us */
+}
+
+void spine_matrix_emulation_install(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = on_sigill;
+    action.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGILL, &action, NULL);
+}
+
+#else
+int spine_matrix_emulate(void *context) {
+    (void)context;
+    return 0;
+}
+
+void spine_matrix_emulation_install(void) {}
+#endif
