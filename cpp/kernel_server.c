@@ -550,7 +550,7 @@ static int serve_stream(const char *directory) {
     if (pthread_create(&watcher, NULL, watch_stream, NULL)) return 2;
     if (!dlopen("libm.so.6", RTLD_NOW | RTLD_GLOBAL)) fprintf(stderr, "warning: %s\n", dlerror());
     spine_fault_report_on_exit();
-    spine_fault_guard_emulate_with(spine_matrix_emulate);
+    if (spine_matrix_emulation_enable()) spine_fault_guard_emulate_with(spine_matrix_emulate);
     uint32_t cores = (uint32_t)spine_num_cores();
     reply(0, &cores, 4);  /* ready */
     return serve();
@@ -580,7 +580,8 @@ int main(int argc, char **argv) {
     if (!dlopen("libm.so.6", RTLD_NOW | RTLD_GLOBAL)) fprintf(stderr, "warning: %s\n", dlerror());
     spine_grid_set_spin(0);  /* this server runs under QEMU: see grid.h */
     spine_fault_report_on_exit();  /* the host names the faulting kernel code, then starts a new server */
-    spine_fault_guard_emulate_with(spine_matrix_emulate);   /* matrix-unit kernels under QEMU */
+    if (spine_matrix_emulation_enable())   /* matrix-unit kernels under QEMU */
+        spine_fault_guard_emulate_with(spine_matrix_emulate);
     uint32_t cores = (uint32_t)spine_num_cores();
     reply(0, &cores, 4);  /* ready */
     return serve();

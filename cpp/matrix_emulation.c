@@ -17,13 +17,12 @@
 
 #if defined(__riscv) && __riscv_xlen == 64
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <ucontext.h>
 
 #define OPCODE_CUSTOM1 0x2b
-#define RISCV_V_MAGIC 0x53465457u   /* Linux's <asm/sigcontext.h>: the frame holds the vector registers */
-#define EXTRA_HEADER_OFFSET 520     /* where the first context header lies in the frame's fp state */
 #define MAX_VLENB 128
 
 /* Initial-exec TLS: a signal handler must not call __tls_get_addr, which may allocate. */
@@ -54,18 +53,37 @@ static void load_registers(const uint8_t *p, uint64_t group) {
                      :: "r"(p), "r"(p + group), "r"(p + 2 * group), "r"(p + 3 * group) : "memory");
 }
 
-/* Whether the kernel saved the vector registers in the signal frame (and will restore them from there). */
-static int frame_holds_vectors(ucontext_t *uc) {
-    const uint8_t *at = (const uint8_t *)&uc->uc_mcontext.__fpregs + EXTRA_HEADER_OFFSET;
-    for (int n = 0; n < 8; n++) {
-        uint32_t magic, size;
-        memcpy(&magic, at, 4);
-        memcpy(&size, at + 4, 4);
-        if (magic == RISCV_V_MAGIC) return 1;
-        if (magic == 0 || size == 0) return 0;
-        at += size;
-    }
-    return 0;
+/* Whether registers a signal handler changes reach the interrupted code: so under QEMU user mode, which
+ * neither saves the vector registers in the signal frame nor touches them across system calls; not so on a
+ * Linux kernel, which restores them from the frame (and may discard them at a system call). Tried once,
+ * outside any handler: v1 set, a signal whose handler sets it again, v1 read back. */
+static void probe_handler(int sig) {
+    (void)sig;
+    __asm__ volatile(".option push\n.option arch, +v\nvsetivli zero, 1, e64, m1, ta, ma\nvmv.v.i v1, 7\n"
+                     ".option pop" ::: "memory");
+}
+
+static int handler_registers_persist(void) {
+    struct sigaction probe, old;
+    memset(&probe, 0, sizeof probe);
+    probe.sa_handler = probe_handler;
+    sigemptyset(&probe.sa_mask);
+    if (sigaction(SIGUSR2, &probe, &old)) return 0;
+    uint64_t seen = 0;
+    __asm__ volatile(".option push\n.option arch, +v\nvsetivli zero, 1, e64, m1, ta, ma\nvmv.v.i v1, 3\n"
+                     ".option pop" ::: "memory");
+    raise(SIGUSR2);
+    __asm__ volatile(".option push\n.option arch, +v\nvsetivli zero, 1, e64, m1, ta, ma\nvmv.x.s %0, v1\n"
+                     ".option pop" : "=r"(seen) :: "memory");
+    sigaction(SIGUSR2, &old, NULL);
+    return seen == 7;
+}
+
+static _Atomic int enabled;
+
+int spine_matrix_emulation_enable(void) {
+    if (!enabled) enabled = handler_registers_persist();
+    return enabled;
 }
 
 typedef struct {
@@ -121,8 +139,9 @@ int spine_matrix_emulate(void *context) {
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.__gregs[REG_PC];
     uint32_t insn;
     madot_t d;
+    if (!enabled) return 0;
     memcpy(&insn, (const void *)pc, 4);
-    if (!decode(insn, &d) || frame_holds_vectors(uc)) return 0;
+    if (!decode(insn, &d)) return 0;
     uint64_t vlenb = read_vlenb(), vtype = read_vtype();
     /* The illegal cases stay illegal: a shape other than A60's or A100's, LMUL other than 1 (or vill), an
      * odd vd, a destination pair overlapping a source. */
@@ -145,6 +164,7 @@ static void on_sigill(int sig, siginfo_t *info, void *context) {
 }
 
 void spine_matrix_emulation_install(void) {
+    if (!spine_matrix_emulation_enable()) return;
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = on_sigill;
@@ -154,6 +174,8 @@ void spine_matrix_emulation_install(void) {
 }
 
 #else
+int spine_matrix_emulation_enable(void) { return 0; }
+
 int spine_matrix_emulate(void *context) {
     (void)context;
     return 0;

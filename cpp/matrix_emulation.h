@@ -7,16 +7,19 @@
 #ifndef SPINE_MATRIX_EMULATION_H
 #define SPINE_MATRIX_EMULATION_H
 
-/* For a SIGILL's ucontext: when the faulting instruction is one this emulates, carries it out, advances the
- * saved pc past it and returns 1; else 0 (the fault stands). Emulates only where the vector registers the
- * handler sees are the interrupted code's and go back to it as the handler leaves them (QEMU user mode):
- * a Linux kernel that saves the vector registers in the signal frame restores them from there, so there
- * it returns 0. Async-signal-safe. A stub returning 0 on other architectures. */
+/* Turns the emulation on where it can work, and says whether it is on: where the vector registers a signal
+ * handler changes reach the interrupted code (QEMU user mode). A Linux kernel restores them from the signal
+ * frame instead; there (on a real chip, which has the instructions or rightly faults) it stays off. Tried
+ * once, with SIGUSR2 briefly handled: call it at start-up, before other threads exist. */
+int spine_matrix_emulation_enable(void);
+
+/* For a SIGILL's ucontext: when the emulation is on and the faulting instruction is one it emulates, carries
+ * it out, advances the saved pc past it and returns 1; else 0 (the fault stands). Async-signal-safe. */
 int spine_matrix_emulate(void *context);
 
 /* For programs without Spine's fault guard (a llama.cpp binary run under QEMU to check the emulation
  * against SpacemiT's own kernels): installs a SIGILL handler that emulates, and otherwise restores the
- * default action so that the fault ends the process as before. */
+ * default action so that the fault ends the process as before. Nothing where the emulation cannot be on. */
 void spine_matrix_emulation_install(void);
 
 #endif

@@ -15,8 +15,12 @@ what fits the register file:
     portable     no vector unit known (e.g. riscv64 without V): 4 x 2 four-lane vectors LLVM lowers to
                  scalar code
 
-A matrix-instruction micro-kernel (a K1 IME `vmadot`, a K3 matrix unit) would be one more entry here with
-its own emitter; `choose` is the only place that maps a target to an entry.
+    ime          SpacemiT K1's matrix unit (IME, VLEN 256): int8 x int8 -> int32 products only, on 4x8x4 tiles
+                 of `smt.vmadot`, 2 x 4 tiles (8 rows, 16 columns) per register block; its own emitter,
+                 to_linalg/ime_matmul.py. A target's entry names it as its `int8` kernel ("rvv-ime": RVV for
+                 every other type)
+
+`choose` is the only place that maps a target to an entry.
 
 The choice is made in the kernel frontend, where triton's compile options name the target, and travels to
 the conversion as an attribute of each smt.dot call (to_linalg/smt_calls.py), so the conversion and the
@@ -46,6 +50,8 @@ class MicroKernel:
     min_rows: int = 0  # fewer accumulator rows a product may use when they pad its rows less (0: `rows` only)
     shuffle_transposes: bool = False  # tiles loaded across their source's rows are transposed in registers
                                       # (to_linalg/tile_copy.py): x86, whose only strided stores are scatters
+    int8: str = ""     # the entry int8 x int8 -> int32 products use instead, on a target with a matrix unit
+    matrix_unit: bool = False  # computes on a matrix instruction's tiles (own emitter), not by outer products
 
     @property
     def transpose_lanes(self) -> int:
@@ -63,6 +69,8 @@ class MicroKernel:
 
 MICROKERNELS = {mk.name: mk for mk in (
     MicroKernel("rvv", "RVV 1.0 vfmacc.vf, LMUL 1 (vector length agnostic)", 2, True, 6, 4),
+    MicroKernel("rvv-ime", "RVV 1.0 vfmacc.vf, LMUL 1; int8 products on SpacemiT IME", 2, True, 6, 4, int8="ime"),
+    MicroKernel("ime", "SpacemiT IME smt.vmadot, int8 4x8x4 tiles, VLEN 256", 8, False, 8, 4, matrix_unit=True),
     MicroKernel("avx512", "AVX-512F vfmadd231ps, 512-bit", 16, False, 14, 2, a_rows=True, min_rows=8,
                 shuffle_transposes=True),
     MicroKernel("avx2", "AVX2 + FMA vfmadd231ps, 256-bit", 8, False, 6, 2, a_rows=True, min_rows=4,
@@ -75,11 +83,16 @@ MICROKERNELS = {mk.name: mk for mk in (
 def choose(triple: str, cpu: str, features: str) -> MicroKernel:
     """The micro-kernel for code built for `triple`, `cpu` with LLVM `features` (an empty feature string
     means the CPU's own features; a RISC-V CPU not known to have V gets the portable kernel: scalable
-    vectors on a CPU without V would not compile, fixed ones always do)."""
+    vectors on a CPU without V would not compile, fixed ones always do). K1's matrix unit needs its
+    instructions (XSMTVDot) and VLEN 256 known, and SPINE_MATRIX_UNIT on."""
+    from . import switches
     from .targets import cpu_features
     enabled = cpu_features(triple, cpu, features)
     if triple.startswith("riscv64"):
-        return MICROKERNELS["rvv" if "+v" in enabled else "portable"]
+        if "+v" not in enabled:
+            return MICROKERNELS["portable"]
+        ime = {"+xsmtvdot", "+zvl256b"} <= enabled and switches.MATRIX_UNIT.get()
+        return MICROKERNELS["rvv-ime" if ime else "rvv"]
     if triple.startswith(("x86_64", "i686")):
         if "+avx512f" in enabled:
             return MICROKERNELS["avx512"]

@@ -87,6 +87,9 @@ RISCV_CPU = Switch("SPINE_RISCV_CPU", str, "generic-rv64", "CPU for riscv64 code
                    "spine/spacemit_cores.py)", compile_key=True)
 RISCV_FEATURES = Switch("SPINE_RISCV_FEATURES", str, "+64bit,+m,+a,+f,+d,+c,+v,+zfh,+zvfh,+zba,+zbb,+zbs",
                         "LLVM features for riscv64 (default RV64GC + V + Zfh/Zvfh + Zba/Zbb/Zbs)", compile_key=True)
+MATRIX_UNIT = Switch("SPINE_MATRIX_UNIT", _flag, True, "int8 `tl.dot` and `smt.dot` on the target's matrix unit "
+                     "where it has one (K1's IME on `spacemit-x60`; spine/microkernels.py); 0: vector code",
+                     compile_key=True)
 DUMP_PATH = Switch("SPINE_TRITON_DUMP_PATH", str, "", "write every stage (`.ttir .linalg .llir .s .o .so`) "
                    "here, named by kernel", compile_key=True)
 DUMP_PASSES = Switch("SPINE_DUMP_PASSES", str, "", "write the module after every pass of the `llir` stage here "
@@ -132,7 +135,7 @@ CACHE_DIR = Switch("SPINE_CACHE_DIR", str, None, "Spine's own cache (runtime bui
                    "`spine/` under triton's cache directory. Cache directories must be the user's own and "
                    "not writable by others: Spine refuses any other")
 
-ALL = (TARGET, HOST_CPU, HOST_FEATURES, RISCV_CPU, RISCV_FEATURES, DUMP_PATH, DUMP_PASSES, KERNEL_CAPTURE, PROTON_OUTPUT,
+ALL = (TARGET, HOST_CPU, HOST_FEATURES, RISCV_CPU, RISCV_FEATURES, MATRIX_UNIT, DUMP_PATH, DUMP_PASSES, KERNEL_CAPTURE, PROTON_OUTPUT,
        PROTON_VERBOSE, DISABLE_PROTON, STREAMING_STORES_MB, NUM_THREADS, GRID_SPIN_US, QEMU, QEMU_CPU, QEMU_TRACE, KERNEL_TIMEOUT,
        ARENA_MB, SERVER_KERNEL_SLOTS, COMPILE_TIMEOUT, CACHE_DIR, REMOTE, REMOTE_RUNNER)
 

@@ -35,6 +35,9 @@ _X86_CPU_LEVELS = {
 }
 # RISC-V CPUs whose own features include V.
 RISCV_VECTOR_CPUS = ("spacemit-x60", "sifive-x280", "sifive-x390", "sifive-p470", "sifive-p670", "sifive-p870")
+# What else Spine's choices need to know of a RISC-V CPU's own features: K1's matrix unit (XSMTVDot) and its
+# fixed VLEN, which the matrix instructions' tile shapes depend on.
+RISCV_CPU_FEATURES = {"spacemit-x60": ("+xsmtvdot", "+zvl256b")}
 
 
 def cpu_features(triple: str, cpu: str, features: str) -> frozenset:
@@ -46,6 +49,7 @@ def cpu_features(triple: str, cpu: str, features: str) -> frozenset:
     if triple.startswith("riscv64"):
         if cpu in RISCV_VECTOR_CPUS or "rva23" in cpu:
             own.add("+v")
+        own.update(RISCV_CPU_FEATURES.get(cpu, ()))
     elif triple.startswith(("x86_64", "i686")):
         level = _X86_CPU_LEVELS.get(cpu)
         names = [name for name, _ in _X86_LEVELS]

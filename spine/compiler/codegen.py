@@ -11,6 +11,9 @@ can neither insert nor change instructions, so rewrites of instructions belong t
 from __future__ import annotations
 
 import functools
+import os
+import re
+import tempfile
 import threading
 from dataclasses import dataclass
 
@@ -198,17 +201,52 @@ def optimize(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str, 
     context = LlvmContext(entry_ir, triple, tm, llvm.create_pass_builder(tm, pto), bf16)
     holder = LlvmModule(module)
     record = run_pipeline(holder, LLVM_PIPELINE, context, dump)
-    return Optimized(str(holder.ref), record, *_machine_code(tm, holder.ref, want_assembly))
+    return Optimized(str(holder.ref), record, *_machine_code(tm, holder.ref, want_assembly, cpu, features))
 
 
 def emit(optimized_ir: str, triple: str, cpu: str, features: str, want_assembly: bool = False):
     """(object bytes, assembly text or None) of an optimised module given as text."""
     tm = _target_machine(triple, cpu, features)
-    return _machine_code(tm, _llvm().parse_assembly(optimized_ir), want_assembly)
+    return _machine_code(tm, _llvm().parse_assembly(optimized_ir), want_assembly, cpu, features)
 
 
-def _machine_code(tm, module, want_assembly: bool):
+def _machine_code(tm, module, want_assembly: bool, cpu: str, features: str):
+    if tm.triple.startswith("riscv64"):
+        text = str(module)
+        # llvmlite has no RISC-V assembly parser, which LLVM needs for inline assembly even to print it. Only
+        # the walk of every instruction would tell llvmlite whether a module holds any; the printed module
+        # says so in one search (a call of `asm`: string constants print quotes as \22).
+        if _INLINE_ASSEMBLY.search(text):
+            return _clang_machine_code(text, cpu, features, want_assembly)
     return tm.emit_object(module), tm.emit_assembly(module) if want_assembly else None
+
+
+_INLINE_ASSEMBLY = re.compile(r'\basm (?:sideeffect |alignstack |inteldialect |unwind )*"')
+
+
+def _clang_machine_code(text: str, cpu: str, features: str, want_assembly: bool):
+    """(object, assembly or None) of an optimised module by zig's clang (LLVM 22, as llvmlite's, with the
+    assembly parsers): code generation only (`-disable-llvm-passes`: the module is optimised already), for
+    the same CPU and features, position independent as llvmlite's target machine makes it."""
+    from ..zig import zig
+    flags = ["-target", "riscv64-linux-gnu", f"-mcpu={cpu.replace('-', '_')}", "-O3", "-fPIC",
+             "-Xclang", "-disable-llvm-passes", "-Wno-override-module"]
+    for feature in filter(None, features.split(",")):
+        flags += ["-Xclang", "-target-feature", "-Xclang", feature]
+    with tempfile.TemporaryDirectory(prefix="spine-clang-") as directory:
+        source, obj, asm = (os.path.join(directory, name) for name in ("kernel.ll", "kernel.o", "kernel.s"))
+        with open(source, "w") as f:
+            f.write(text)
+        zig("cc", *flags, "-c", source, "-o", obj)
+        if want_assembly:
+            zig("cc", *flags, "-S", source, "-o", asm)
+        with open(obj, "rb") as f:
+            code = f.read()
+        assembly = None
+        if want_assembly:
+            with open(asm) as f:
+                assembly = f.read()
+    return code, assembly
 
 
 def optimize_and_emit(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str,

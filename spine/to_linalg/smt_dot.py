@@ -26,6 +26,7 @@ from mlir.dialects import bufferization, func, linalg, memref, tensor
 
 from ..microkernels import MICROKERNELS
 from ..ir_names import STRIDED_TWIN
+from . import ime_matmul
 from . import smt_microkernel as mk
 from .smt_panels import zero
 from .smt_calls import lowers
@@ -87,6 +88,10 @@ def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kerne
     (a, a_op), (b, b_op) = a, b
     c_in, c_in_op = c_in if c_in is not None else (None, None)
     sum_type = SUM_TYPES[a_op.element]
+    matrix = _matrix_unit(kernel, a_op, b_op, sum_type)
+    if matrix is not None:
+        return _matrix_product(conv, op, (a, a_op), (b, b_op), (c_in, c_in_op), result_type, matrix,
+                               padding_from if unread_rows else None)
     panels = _b_panels(conv, op, b, mk.BPanels(b_op, sum_type, kernel, _block_steps(a_op, b_op, kernel)))
     b_arg = panels if panels is not None else _buffer(conv, b, b_op)
     kernel = kernel.for_rows(a_op.rows)
@@ -113,6 +118,39 @@ def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kerne
         # stored whole, the product may be written straight into its destination: the lowering decides
         _declare(conv, twin)
         call.attributes[STRIDED_TWIN] = ir.StringAttr.get(twin.name)
+    product = bufferization.ToTensorOp(ir.RankedTensorType.get(list(out_shape), result_type.element_type), out,
+                                       restrict=True, writable=True).result
+    return pack(product, shape) if len(shape) == 4 else product
+
+
+def _matrix_unit(kernel, a_op: mk.Operand, b_op: mk.Operand, sum_type: str):
+    """The matrix-unit kernel for this product, if the target's kernel names one for its types."""
+    if kernel.int8 and a_op.element == b_op.element == "i8" and sum_type == "i32":
+        return MICROKERNELS[kernel.int8]
+    return None
+
+
+def _matrix_product(conv, op, a, b, c_in, result_type, kernel, zero_from) -> ir.Value:
+    """packed_product on a matrix unit (ime_matmul.py): B packed by every call, A's padding rows zeroed
+    (`zero_from`) rather than skipped, every operand a row-major buffer (or packed tiles)."""
+    (a, a_op), (b, b_op), (c_in, c_in_op) = a, b, c_in
+    if zero_from is not None:
+        a = _zero_rows_from(a, zero_from)
+    in_place = c_in is not None and _updates_in_place(op, c_in, c_in_op, result_type)
+    if in_place:
+        spec = mk.PackedMatmul(a_op, b_op, c_in_op, None, "i32", kernel, in_place=True)
+        out = _buffer(conv, c_in, c_in_op, read_only=False, contiguous=True)
+        _call(conv, spec, [_buffer(conv, a, a_op, contiguous=True), _buffer(conv, b, b_op, contiguous=True), out],
+              ime_matmul.define)
+        return bufferization.ToTensorOp(result_type, out, restrict=True, writable=True).result
+    shape = tuple(result_type.shape)
+    out_shape = (shape[0] * shape[2], shape[1] * shape[3]) if len(shape) == 4 else shape
+    spec = mk.PackedMatmul(a_op, b_op, mk.Operand(out_shape, str(result_type.element_type)), c_in_op, "i32", kernel)
+    out = memref.AllocOp(ir.MemRefType.get(list(out_shape), result_type.element_type), [], [],
+                         alignment=mk.ALIGNMENT).result
+    inputs = [_buffer(conv, x, x_op, contiguous=True) for x, x_op in ((a, a_op), (b, b_op), (c_in, c_in_op))
+              if x is not None]
+    _call(conv, spec, inputs + [out], ime_matmul.define)
     product = bufferization.ToTensorOp(ir.RankedTensorType.get(list(out_shape), result_type.element_type), out,
                                        restrict=True, writable=True).result
     return pack(product, shape) if len(shape) == 4 else product

@@ -94,6 +94,8 @@ class PackedMatmul:
         into C_out itself (no C panels to write back), in every block of reduction steps when it has the
         sums' type (in place: loaded from it too), else in the last one."""
         kernel, acc = self.kernel, ir.Type.parse(self.accumulator)
+        if kernel.matrix_unit:
+            return False
         nr = kernel.vectors * ir.VectorType(vector_type(kernel, acc)).shape[0]
         if kernel.scalable or self.c_in is not None or self.c_out.packed or self.b.cols % nr:
             return False
