@@ -80,18 +80,17 @@ MICROKERNELS = {mk.name: mk for mk in (
 )}
 
 
-def choose(triple: str, cpu: str, features: str) -> MicroKernel:
+def choose(triple: str, cpu: str, features: str, matrix_unit: bool = True) -> MicroKernel:
     """The micro-kernel for code built for `triple`, `cpu` with LLVM `features` (an empty feature string
     means the CPU's own features; a RISC-V CPU not known to have V gets the portable kernel: scalable
     vectors on a CPU without V would not compile, fixed ones always do). K1's matrix unit needs its
-    instructions (XSMTVDot) and VLEN 256 known, and SPINE_MATRIX_UNIT on."""
-    from . import switches
+    instructions (XSMTVDot) and VLEN 256 known, and `matrix_unit` (the compile's option, SPINE_MATRIX_UNIT)."""
     from .targets import cpu_features
     enabled = cpu_features(triple, cpu, features)
     if triple.startswith("riscv64"):
         if "+v" not in enabled:
             return MICROKERNELS["portable"]
-        ime = {"+xsmtvdot", "+zvl256b"} <= enabled and switches.MATRIX_UNIT.get()
+        ime = {"+xsmtvdot", "+zvl256b"} <= enabled and matrix_unit
         return MICROKERNELS["rvv-ime" if ime else "rvv"]
     if triple.startswith(("x86_64", "i686")):
         if "+avx512f" in enabled:

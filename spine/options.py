@@ -52,6 +52,8 @@ class CPUOptions:
     proton_scopes: bool = False
     # x86: launches whose programs store at least this many MiB stream their stores (0: never)
     streaming_stores_mb: int = 16
+    # int8 products on the target's matrix unit, where it has one (SPINE_MATRIX_UNIT; spine/microkernels.py)
+    matrix_unit: bool = True
     # True: every load copies its tile (the variant the launcher falls back to when read-only arguments
     # overlap written memory); False: loads from never-written arguments read in place.
     alias_safe: bool = False
@@ -121,4 +123,4 @@ def environment_switches() -> dict:
     from . import switches
     return {"dump_path": switches.DUMP_PATH.get(), "dump_passes": switches.DUMP_PASSES.get(),
             "proton_scopes": switches.proton_scopes(),
-            "streaming_stores_mb": switches.STREAMING_STORES_MB.get()}
+            "streaming_stores_mb": switches.STREAMING_STORES_MB.get(), "matrix_unit": switches.MATRIX_UNIT.get()}

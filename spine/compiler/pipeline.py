@@ -29,7 +29,7 @@ def make_ttir(mod, metadata, options):
     from .ttir import record_microkernel, record_prefetch, run_ttir_passes
     pool().prestart()  # its imports overlap with triton's passes
     mod = run_ttir_passes(mod, metadata)
-    record_microkernel(mod, options.triple, options.cpu, options.features)
+    record_microkernel(mod, options.triple, options.cpu, options.features, options.matrix_unit)
     record_prefetch(mod, options.triple, options.cpu)
     dump_artifact(options.dump_path, metadata["name"], "ttir", mod)
     return mod

@@ -26,14 +26,14 @@ def run_ttir_passes(mod, metadata):
     return mod
 
 
-def record_microkernel(mod, triple: str, cpu: str, features: str) -> None:
+def record_microkernel(mod, triple: str, cpu: str, features: str, matrix_unit: bool = True) -> None:
     """Name the target's packed-matmul micro-kernel on the module (`spine.microkernel`), so that the
     conversion, which sees only TTIR, can lower tt.dot to it (to_linalg/dot.py)."""
     from triton._C.libtriton import ir
 
     from ..ir_names import MICROKERNEL_ATTRIBUTE
     from ..microkernels import choose
-    kernel = choose(triple, cpu, features)
+    kernel = choose(triple, cpu, features, matrix_unit)
     mod.set_attr(MICROKERNEL_ATTRIBUTE, ir.builder(mod.context).get_string_attr(kernel.name))
 
 

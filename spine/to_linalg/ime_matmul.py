@@ -14,7 +14,7 @@ VLEN 256 (SpacemiT's "AI Matrix Extension" v0.6, 5.1). So both operands are pack
             for t over k tiles:
                 a[i] = Ap[2 g0 + i][t]; b[j] = Bp[4 h0 + j][t]        6 vector loads
                 acc[i][j] += smt.vmadot(a[i], b[j])                   8 instructions, 1,024 products
-            C block (+)= acc                       a whole block by 4-element rows, an edge block by elements
+            C block (+)= acc                       a tile by one masked scatter (and gather, to add to C)
 
 Why inline assembly: LLVM 22 assembles the instruction but has no intrinsic or code generation for it. The
 assembly names only the instruction (its own vsetvli: the instruction needs LMUL 1); LLVM allocates the
@@ -67,8 +67,14 @@ def _body(spec: PackedMatmul, a, b, c_in, c_out) -> None:
     i8 = ir.IntegerType.get_signless(8)
     ap = _panel(row_blocks * ROW_TILES * k_tiles * TILE_BYTES, i8)
     bp = _panel(col_blocks * COL_TILES * k_tiles * TILE_BYTES, i8)
-    _pack(ap, lambda r, kk: spec.a.at(r, kk), a, m, k, k_tiles, row_blocks * ROW_TILES * TILE)
-    _pack(bp, lambda c, kk: spec.b.at(kk, c), b, n, k, k_tiles, col_blocks * COL_TILES * TILE)
+    if spec.a.packed:
+        _pack(ap, lambda r, kk: spec.a.at(r, kk), a, m, k, k_tiles, row_blocks * ROW_TILES * TILE)
+    else:
+        _gather_pack(ap, a, True, m, k, k_tiles, row_blocks * ROW_TILES * TILE)
+    if spec.b.packed:
+        _pack(bp, lambda c, kk: spec.b.at(kk, c), b, n, k, k_tiles, col_blocks * COL_TILES * TILE)
+    else:
+        _gather_pack(bp, b, False, n, k, k_tiles, col_blocks * COL_TILES * TILE)
 
     def column_block(h0, _):
         def row_block(g0, _):
@@ -85,7 +91,7 @@ def _panel(elements: int, element: ir.Type) -> ir.Value:
 
 def _pack(panel, index, source, extent: int, k: int, k_tiles: int, padded: int) -> None:
     """panel[(x / 4) * k_tiles + kk / 8][x % 4][kk % 8] = source[index(x, kk)] for x < extent, kk < k; zeros
-    elsewhere (rows or columns past the matrix, steps past K)."""
+    elsewhere (rows or columns past the matrix, steps past K). Element by element: for packed smt tiles."""
     zero = arith.ConstantOp(ir.IntegerType.get_signless(8), 0).result
 
     def fill(x, _):
@@ -104,19 +110,59 @@ def _pack(panel, index, source, extent: int, k: int, k_tiles: int, padded: int) 
     loop(0, padded, 1, fill)
 
 
+def _gather_pack(panel, source, rows_are_x: bool, extent: int, k: int, k_tiles: int, padded: int) -> None:
+    """_pack for a plain row-major matrix, a tile at a time: one masked gather of the tile's 32 bytes
+    (RVV's indexed load) from fixed offsets, the mask cutting what lies past the matrix (those lanes read
+    nothing and are zero), then one store. `rows_are_x`: tile rows x run along the matrix's rows (A), else
+    along its columns (B, whose tiles hold 4 of its columns)."""
+    shape = ir.MemRefType(source.type).shape
+    cols = shape[1]
+    flat = _flat(source)
+    i32 = ir.IntegerType.get_signless(32)
+    lanes = list(range(TILE_BYTES))
+    # lane p holds tile element (x, kk) = (p / 8, p % 8)
+    offsets = [(p // STEP) * cols + p % STEP if rows_are_x else (p % STEP) * cols + p // STEP for p in lanes]
+    offset_vector = _constant_vector(offsets, i32)
+    x_of_lane, k_of_lane = _constant_vector([p // STEP for p in lanes], i32), _constant_vector([p % STEP for p in lanes], i32)
+    tile_type = ir.VectorType.get([TILE_BYTES], ir.IntegerType.get_signless(8))
+    zeros = _constant_vector([0] * TILE_BYTES, ir.IntegerType.get_signless(8))
+
+    def tile_row(xt, _):
+        def tile(t, _):
+            x0, k0 = mul(xt, TILE), mul(t, STEP)
+            left_x = arith.IndexCastOp(i32, im.as_value(add(im.const(extent), mul(x0, -1)))).result
+            left_k = arith.IndexCastOp(i32, im.as_value(add(im.const(k), mul(k0, -1)))).result
+            mask = arith.AndIOp(_lanes_below(x_of_lane, left_x), _lanes_below(k_of_lane, left_k)).result
+            start = add(mul(x0, cols), k0) if rows_are_x else add(mul(k0, cols), x0)
+            values = vector.GatherOp(tile_type, flat, [im.as_value(start)], offset_vector, mask, zeros).result
+            vector.StoreOp(values, panel, [_tile_at(xt, t, k_tiles)])
+        loop(0, k_tiles, 1, tile)
+    loop(0, padded // TILE, 1, tile_row)
+
+
+def _constant_vector(values: list, element: ir.Type) -> ir.Value:
+    vtype = ir.VectorType.get([len(values)], element)
+    return arith.ConstantOp(vtype, ir.DenseElementsAttr.get(
+        [ir.IntegerAttr.get(element, v) for v in values], vtype)).result
+
+
+def _lanes_below(lane_values: ir.Value, bound: ir.Value) -> ir.Value:
+    """lane_values[p] < bound (signed: the bound is negative past the matrix)."""
+    splat = vector.BroadcastOp(lane_values.type, bound).result
+    return arith.CmpIOp(arith.CmpIPredicate.slt, lane_values, splat).result
+
+
 def _products(ap, bp, g0, h0, k_tiles: int) -> list:
     """The block's 2 x 4 accumulator tiles (vector<16xi32> each, row-major 4x4) over every k tile."""
     acc_type = ir.VectorType.get([TILE * TILE], ir.IntegerType.get_signless(32))
-    tile_type = ir.VectorType.get([TILE_BYTES], ir.IntegerType.get_signless(8))
     zeros = arith.ConstantOp(acc_type, ir.DenseElementsAttr.get_splat(
         acc_type, ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 0))).result
+    a_base, b_base = (memref.ExtractAlignedPointerAsIndexOp(p).result for p in (ap, bp))
 
     def step(t, accs):
-        a = [vector.LoadOp(tile_type, ap, [_tile_at(add(mul(g0, ROW_TILES), i), t, k_tiles)]).result
-             for i in range(ROW_TILES)]
-        b = [vector.LoadOp(tile_type, bp, [_tile_at(add(mul(h0, COL_TILES), j), t, k_tiles)]).result
-             for j in range(COL_TILES)]
-        return _vmadots(accs, a, b)
+        a = [add(a_base, _tile_at(add(mul(g0, ROW_TILES), i), t, k_tiles)) for i in range(ROW_TILES)]
+        b = [add(b_base, _tile_at(add(mul(h0, COL_TILES), j), t, k_tiles)) for j in range(COL_TILES)]
+        return _vmadots(accs, [_address(x) for x in a + b])
     return loop(0, k_tiles, 1, step, [zeros] * (ROW_TILES * COL_TILES))
 
 
@@ -124,59 +170,73 @@ def _tile_at(tile, t, k_tiles: int) -> ir.Value:
     return im.as_value(mul(add(mul(tile, k_tiles), t), TILE_BYTES))
 
 
-def _vmadots(accs: list, a: list, b: list) -> list:
-    """acc[i * 4 + j] += A tile a[i] times B tile b[j], one smt.vmadot each, in one inline-assembly
-    statement: outputs $0..$7 tied to the accumulators, then a's and b's registers."""
-    count = len(accs)
+def _address(index) -> ir.Value:
+    return arith.IndexCastOp(ir.IntegerType.get_signless(64), im.as_value(index)).result
+
+
+def _vmadots(accs: list, tiles: list) -> list:
+    """acc[i * 4 + j] += A tile i times B tile j, one smt.vmadot each, in one inline-assembly statement that
+    loads the tiles too (from `tiles`, the addresses of A's then B's): the tile registers live only inside
+    it, so LLVM can neither hoist the loads of an unrolled k loop nor run out of registers. Operands: $0..$7
+    the accumulators, $8..$13 the tile registers (scratch outputs), $14..$21 the accumulators' inputs
+    (tied), then the addresses."""
+    count, scratch = len(accs), len(tiles)
+    first_address = 2 * count + scratch
     lines = ["vsetvli t0, zero, e8, m1"]
+    lines += [f"vle8.v ${count + x}, (${first_address + x})" for x in range(scratch)]
     for i in range(ROW_TILES):
         for j in range(COL_TILES):
-            lines.append(f"smt.vmadot ${i * COL_TILES + j}, ${2 * count + i}, ${2 * count + ROW_TILES + j}")
-    constraints = ",".join(["=&^vr"] * count + [str(x) for x in range(count)] + ["^vr"] * (len(a) + len(b))
+            lines.append(f"smt.vmadot ${i * COL_TILES + j}, ${count + i}, ${count + ROW_TILES + j}")
+    constraints = ",".join(["=&^vr"] * (count + scratch) + [str(x) for x in range(count)] + ["r"] * scratch
                            + ["~{t0}", "~{vl}", "~{vtype}"])
-    result_type = ir.Type.parse("!llvm.struct<(" + ", ".join(["vector<16xi32>"] * count) + ")>")
-    asm = llvm.InlineAsmOp(result_type, accs + a + b, "\n".join(lines), constraints, has_side_effects=False)
+    tile_type = "vector<32xi8>"
+    result_type = ir.Type.parse("!llvm.struct<(" + ", ".join(["vector<16xi32>"] * count + [tile_type] * scratch) + ")>")
+    # reads memory the packing wrote: a side effect, so that it stays after those stores
+    asm = llvm.InlineAsmOp(result_type, accs + tiles, "\n".join(lines), constraints, has_side_effects=True)
     return [llvm.ExtractValueOp(accs[0].type, asm.res, [x]).result for x in range(count)]
 
 
 def _write_back(spec: PackedMatmul, accs: list, c_in, c_out, g0, h0) -> None:
-    """C's block (+)= the accumulator tiles: by rows of 4 with vector loads and stores where the block lies
-    inside C and C and C_in are plain matrices, else element by element."""
-    m, n = spec.a.rows, spec.b.cols
+    """C's block (+)= the accumulator tiles: a tile at a time by a masked scatter of its 16 sums (after a
+    masked gather of what they are added to) where C and C_in are plain matrices, else element by
+    element. The mask cuts what lies past C's edges."""
     row0, col0 = mul(g0, TILE * ROW_TILES), mul(h0, TILE * COL_TILES)
-    plain = not spec.c_out.packed and (spec.c_in is None or not spec.c_in.packed)
-    if not plain:
+    if spec.c_out.packed or (spec.c_in is not None and spec.c_in.packed):
         _write_elements(spec, accs, c_in, c_out, row0, col0)
         return
-    whole = arith.AndIOp(
-        arith.CmpIOp(arith.CmpIPredicate.ule, im.as_value(add(row0, TILE * ROW_TILES)), im.const(m)).result,
-        arith.CmpIOp(arith.CmpIPredicate.ule, im.as_value(add(col0, TILE * COL_TILES)), im.const(n)).result).result
-    branch = scf.IfOp(whole, has_else=True)
-    with ir.InsertionPoint(branch.then_block):
-        _write_rows(spec, accs, c_in, c_out, row0, col0)
-        scf.YieldOp([])
-    with ir.InsertionPoint(branch.else_block):
-        _write_elements(spec, accs, c_in, c_out, row0, col0)
-        scf.YieldOp([])
+    m, n = spec.a.rows, spec.b.cols
+    i32 = ir.IntegerType.get_signless(32)
+    lanes = range(TILE * TILE)
+    offsets = _constant_vector([(p // TILE) * n + p % TILE for p in lanes], i32)
+    row_of_lane, col_of_lane = (_constant_vector([f(p) for p in lanes], i32)
+                                for f in (lambda p: p // TILE, lambda p: p % TILE))
+    zeros = _constant_vector([0] * (TILE * TILE), i32)
+    out, earlier = _flat(c_out), _earlier(spec, c_in, c_out)
+    earlier = _flat(earlier) if earlier is not None else None
+    for i in range(ROW_TILES):
+        for j in range(COL_TILES):
+            row, col = add(row0, i * TILE), add(col0, j * TILE)
+            left_rows = arith.IndexCastOp(i32, im.as_value(add(im.const(m), mul(row, -1)))).result
+            left_cols = arith.IndexCastOp(i32, im.as_value(add(im.const(n), mul(col, -1)))).result
+            mask = arith.AndIOp(_lanes_below(row_of_lane, left_rows), _lanes_below(col_of_lane, left_cols)).result
+            start = [im.as_value(add(mul(row, n), col))]
+            sums = accs[i * COL_TILES + j]
+            if earlier is not None:
+                before = vector.GatherOp(sums.type, earlier, start, offsets, mask, zeros).result
+                sums = arith.AddIOp(sums, before).result
+            vector.ScatterOp(None, out, start, offsets, mask, sums)
+
+
+def _flat(matrix: ir.Value) -> ir.Value:
+    """A row-major matrix as one row."""
+    mtype = ir.MemRefType(matrix.type)
+    rows, cols = mtype.shape
+    return memref.CollapseShapeOp(ir.MemRefType.get([rows * cols], mtype.element_type), matrix, [[0, 1]]).result
 
 
 def _earlier(spec: PackedMatmul, c_in, c_out):
     """The matrix the product is added to: C_in, or C_out itself in place, or None."""
     return c_in if c_in is not None else c_out if spec.in_place else None
-
-
-def _write_rows(spec, accs, c_in, c_out, row0, col0) -> None:
-    row_type = ir.VectorType.get([TILE], ir.IntegerType.get_signless(32))
-    earlier = _earlier(spec, c_in, c_out)
-    for i in range(ROW_TILES):
-        for j in range(COL_TILES):
-            for r in range(TILE):
-                acc = accs[i * COL_TILES + j]
-                row = vector.ShuffleOp(acc, acc, list(range(r * TILE, (r + 1) * TILE))).result
-                at = [im.as_value(add(row0, i * TILE + r)), im.as_value(add(col0, j * TILE))]
-                if earlier is not None:
-                    row = arith.AddIOp(row, vector.LoadOp(row_type, earlier, at).result).result
-                vector.StoreOp(row, c_out, at)
 
 
 def _write_elements(spec, accs, c_in, c_out, row0, col0) -> None:

@@ -55,4 +55,5 @@ def _as_k_by_n(a, b, _semantic) -> tl.tensor:
 def _microkernel(_semantic) -> str:
     from ...microkernels import choose
     options = _semantic.builder.options
-    return choose(getattr(options, "triple", ""), getattr(options, "cpu", ""), getattr(options, "features", "")).name
+    return choose(getattr(options, "triple", ""), getattr(options, "cpu", ""), getattr(options, "features", ""),
+                  getattr(options, "matrix_unit", True)).name
