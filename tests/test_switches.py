@@ -92,6 +92,7 @@ _OTHER_VALUES = {
     "SPINE_DUMP_PASSES": ("/tmp/spine-passes", None),
     "TRITON_DISABLE_PROTON": ("1", None),
     "SPINE_STREAMING_STORES_MB": ("0", "host"),
+    "SPINE_MATRIX_UNIT": ("0", "riscv64"),
 }
 # Changes which loaded kernels a process keeps, not what a compile produces (see its description).
 _LOAD_ONLY = {"SPINE_REMOTE"}
