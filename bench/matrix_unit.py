@@ -1,0 +1,68 @@
+"""int8 matmul on K1's matrix unit against its vector code, by deterministic guest instruction counts under
+QEMU (`spine.count`): the tutorial's tiled matmul, int8 in, int32 out, compiled for `spacemit-x60` with
+SPINE_MATRIX_UNIT on (smt.vmadot, emulated by the kernel server under QEMU: its instructions are not the
+kernel's and are not counted) and off (RVV vmacc), each result checked against torch.
+
+    .venv/bin/python bench/matrix_unit.py [--size 256] [--blocks 64,64,256]
+
+Prints instructions per 1,000 multiply-accumulates for both and their ratio. Counting traces every guest
+instruction: minutes at 256 (SPINE_KERNEL_TIMEOUT is raised for it)."""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..")
+
+
+def count(size: int, blocks: tuple) -> int:
+    """Instructions of one launch, in this process (its switches are set by the caller's environment)."""
+    sys.path.insert(0, ROOT)
+    import torch
+    import triton
+
+    from spine.count import count_instructions
+    from spine.driver import CPUDriver
+    from tests.ops.test_matrix_unit import matmul_kernel
+    triton.runtime.driver.set_active(CPUDriver("riscv64"))
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randint(-128, 128, (size, size), dtype=torch.int8, generator=gen)
+    b = torch.randint(-128, 128, (size, size), dtype=torch.int8, generator=gen)
+    c = torch.empty(size, size, dtype=torch.int32)
+    bm, bn, bk = blocks
+    grid = (triton.cdiv(size, bm), triton.cdiv(size, bn))
+    n = count_instructions(lambda: matmul_kernel[grid](a, b, c, size, size, size, *a.stride(), *b.stride(),
+                                                       *c.stride(), BM=bm, BN=bn, BK=bk))
+    if not torch.equal(c, a.int() @ b.int()):
+        raise SystemExit("wrong result")
+    return n
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=256)
+    parser.add_argument("--blocks", default="64,64,256", help="BM,BN,BK")
+    parser.add_argument("--one", choices=("0", "1"), help=argparse.SUPPRESS)   # a child: count one mode
+    args = parser.parse_args(argv)
+    blocks = tuple(int(x) for x in args.blocks.split(","))
+    if args.one is not None:
+        print(count(args.size, blocks))
+        return
+    macs = args.size ** 3
+    counts = {}
+    for mode in ("1", "0"):   # a process each: the mode is a compile switch read at start-up
+        env = dict(os.environ, SPINE_TARGET="riscv64", SPINE_RISCV_CPU="spacemit-x60", SPINE_MATRIX_UNIT=mode,
+                   SPINE_KERNEL_TIMEOUT=os.environ.get("SPINE_KERNEL_TIMEOUT", "5000"))
+        out = subprocess.run([sys.executable, __file__, "--size", str(args.size), "--blocks", args.blocks,
+                              "--one", mode], env=env, check=True, capture_output=True, text=True).stdout
+        counts[mode] = int(out.split()[-1])
+        print(f"{'IME smt.vmadot' if mode == '1' else 'RVV vmacc':>15}: {counts[mode]:>11,} instructions, "
+              f"{counts[mode] / macs * 1000:6.1f} per 1,000 MACs", flush=True)
+    print(f"RVV / IME: {counts['0'] / counts['1']:.2f}x fewer instructions on the matrix unit")
+
+
+if __name__ == "__main__":
+    main()
