@@ -50,8 +50,8 @@ BOARD_ZIG_TARGET = "riscv64-linux-gnu.2.27"
 def board_kernel_server() -> str:
     """cpp/kernel_server.c built for boards, in the build cache."""
     from ..zig import cached_build, zig
-    from .toolchain import CPP_DIR, SHARED_SOURCES
-    sources = [os.path.join(CPP_DIR, name) for name in ("kernel_server.c",) + SHARED_SOURCES]
+    from .toolchain import CPP_DIR, SERVER_SOURCES
+    sources = [os.path.join(CPP_DIR, name) for name in SERVER_SOURCES]
     flags = ("-target", BOARD_ZIG_TARGET, "-O2", "-rdynamic", "-lpthread", "-ldl")
     digest = hashlib.sha256(" ".join(flags).encode())
     for path in sorted(glob.glob(os.path.join(CPP_DIR, "*.h"))) + sources:

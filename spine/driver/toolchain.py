@@ -18,6 +18,8 @@ CPP_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 GUEST_ZIG_TARGET = "riscv64-linux-gnu.2.36"
 # Built into both the host runtime and the guest kernel server.
 SHARED_SOURCES = ("grid.c", "fault_guard.c", "device_io.c", "profile_buffers.c", "parallel_loops.c")
+# The kernel server's, for QEMU and for boards.
+SERVER_SOURCES = ("kernel_server.c", "matrix_emulation.c") + SHARED_SOURCES
 
 
 def _sources_hash(names: tuple[str, ...], extra: str) -> str:
@@ -47,7 +49,7 @@ def host_runtime_library() -> str:
 @functools.lru_cache(maxsize=None)
 def guest_kernel_server() -> str:
     # -rdynamic: kernels bind to the server's device print/assert and profile record functions.
-    return _build("kernel-server", ("kernel_server.c", "matrix_emulation.c") + SHARED_SOURCES,
+    return _build("kernel-server", SERVER_SOURCES,
                   ("-target", GUEST_ZIG_TARGET, "-O2", "-rdynamic", "-lpthread", "-ldl"), "")
 
 
