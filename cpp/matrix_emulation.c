@@ -8,7 +8,7 @@
  *
  * with M = N = 4, K = 8 at VLEN 256 (K1's A60/X60) and M = N = 8, K = 16 at VLEN 1024 (K3's A100); the
  * sliding forms read A from the pair vs1, vs1+1. tests/driver/test_matrix_emulation.py checks it against
- * the specification's own worked examples, and bench/llama_cpp.py against SpacemiT's llama.cpp kernels.
+ * the specification's own worked examples and its pseudo-code.
  *
  * The handler is compiled without V: the compiler never touches a vector register here, so the register
  * file (and vl, vtype) stays as the interrupted code left it until the whole-register loads at the end. */
