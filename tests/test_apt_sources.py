@@ -6,7 +6,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _archive_serving(apt_dir, suite="bookworm") -> str:
-    script = f'. "{ROOT}/cross/apt_sources.sh"; archive_serving {suite} "{apt_dir}"'
+    # as the installer runs it: a failing command anywhere in the pipeline ends the script
+    script = f'set -euo pipefail; . "{ROOT}/cross/apt_sources.sh"; archive_serving {suite} "{apt_dir}"'
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.strip()
 
 
@@ -32,3 +33,11 @@ def test_no_source_serves_the_suite(tmp_path):
     (tmp_path / "sources.list.d").mkdir()
     (tmp_path / "sources.list").write_text("deb http://mirror.example/debian trixie main\n")
     assert _archive_serving(tmp_path) == ""
+
+
+def test_only_a_deb822_source_and_no_sources_list(tmp_path):
+    """Debian 12's images since 2023: no /etc/apt/sources.list at all."""
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\nComponents: main\n")
+    assert _archive_serving(tmp_path) == "http://mirror.example/debian"
