@@ -1,27 +1,53 @@
 """llama.cpp, the tool K1/K3 owners run LLMs with, built from the `llama-cpp-python==0.3.36` sdist (the
-llama.cpp it vendors, with SpacemiT's ports) for the two targets Spine compiles for:
+llama.cpp it vendors, with SpacemiT's ports) for the two targets Spine compiles for, and once more with
+SpacemiT's K1 matrix kernels:
 
-    .venv/bin/python bench/llama_cpp.py host      # cmake + the system compiler, -march=native
-    .venv/bin/python bench/llama_cpp.py riscv64   # zig cc, static, rv64gcv (RVV 1.0), run under QEMU
+    .venv/bin/python bench/llama_cpp.py host          # cmake + the system compiler, -march=native
+    .venv/bin/python bench/llama_cpp.py riscv64       # zig cc, static, rv64gcv (RVV 1.0), run under QEMU
+    .venv/bin/python bench/llama_cpp.py riscv64-ime   # riscv64 + SpacemiT's IME1 (K1) kernels, under QEMU
 
-Prints the directory of the binaries (`llama-simple`, `llama-bench`, `llama-tokenize`). The sdist is fetched
-with pip and everything is built under Spine's cache directory, once; nothing of llama.cpp is kept in this
-repository. bench/llm.py compares against these builds."""
+Prints the directory of the binaries (`llama-simple`, `llama-bench`, `llama-tokenize`). With `--prompt P
+[--new-tokens N]` it runs llama-simple greedily on SmolLM2-135M instead and prints what it generated; with
+`--k1-zero-points`, on SmolLM2 with its Q4_1 mins as K1's kernels keep them (k1_zero_point_gguf);
+`riscv64-ime --matmul-check` checks one MUL_MAT through SpacemiT's kernels against the exact integers at
+SmolLM2's shapes. The sdist is fetched with pip and everything is built under Spine's cache directory, once;
+nothing of llama.cpp is kept in this repository. bench/llm.py compares against these builds.
+
+riscv64-ime checks cpp/matrix_emulation.c against SpacemiT's own kernels (ggml-cpu/spacemit/ime1_kernels.cpp,
+unmodified): QEMU lacks smt.vmadot, so the emulation is linked into the binaries and carries each one out
+when it traps. What it takes, beside GGML_CPU_RISCV64_SPACEMIT=ON:
+  - the kernels spell the instruction `vmadot`, as SpacemiT's GCC does; LLVM knows it as `smt.vmadot`.
+    Every file is compiled with a forced include that defines an assembler macro `vmadot` for it. ggml's own
+    probe (FindSMTIME.cmake) then finds IME1, and not IME2, whose operand forms the macro does not take.
+  - C++20 for SpacemiT's sources (their GCC takes `auto` parameters in C++17, clang does not), and Zba and
+    Zihintpause, which their assembly uses.
+  - ggml picks the kernels by the core's marchid in /proc/cpuinfo, which QEMU does not give; its fallback
+    "for qemu" is the variable SPACEMIT_CORE_ARCH: 0xA03C names K1's A60 cores, which select IME1. Without
+    it the binaries stop at start-up; qemu_command sets it. The TCM device and shared memory it looks for
+    are missing too, and ggml falls back to the heap by itself.
+  - the emulation counts what it carried out and prints the count at exit (`EMULATED` below). A change to
+    it relinks the binaries, nothing more."""
 from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
 import os
+import re
 import subprocess
 import sys
 import tarfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 from spine.cache import cache_dir  # noqa: E402
+from spine.driver.toolchain import CPP_DIR  # noqa: E402
+from spine.zig import zig_binary  # noqa: E402
 
 SDIST = "llama-cpp-python==0.3.36"
+BUILD_TARGETS = ("host", "riscv64", "riscv64-ime")
 TARGETS = ("llama-simple", "llama-bench", "llama-tokenize")
 # the vendored llama.cpp's own options: no network, no server, no tests, no OpenMP (so both builds use
 # ggml's own thread pool)
@@ -57,57 +83,413 @@ def source() -> str:
 # zig names RISC-V extensions as a CPU and features, not as -march strings: ggml's -march=rv64gcv_zfh_zvfh
 # becomes this
 ZIG_RISCV_CPU = "-mcpu=generic_rv64+m+a+f+d+c+v+zfh+zvfh"
+# SpacemiT's code also uses Zba (sh2add) and Zihintpause (pause) in its assembly; K1 has both, and Zbb and
+# Zbs, as Spine's QEMU CPU does (pause is a FENCE hint, which any core executes)
+ZIG_RISCV_IME_CPU = ZIG_RISCV_CPU + "+zba+zbb+zbs+zihintpause+xsmtvdot"
+# the emulation is built without V: the compiler must not touch the vector registers it carries out on
+ZIG_RISCV_SCALAR_CPU = "-mcpu=generic_rv64+m+a+f+d+c"
+ZIG_RISCV_TARGET = "riscv64-linux-musl"
+
+# SpacemiT's `vmadot vd, vs1, vs2` as LLVM's assembler spells it. Module-level assembly comes first in the
+# output, and the integrated assembler keeps macros across the inline assembly of one file.
+IME_MNEMONICS_H = r"""__asm__(".macro vmadot vd, vs1, vs2\n\tsmt.vmadot \\vd, \\vs1, \\vs2\n.endm");
+"""
+
+# Carries out the traps of smt.vmadot (cpp/matrix_emulation.c) from before main, counting them: the
+# count shows that SpacemiT's matrix kernels ran, rather than a fallback of ggml's.
+IME_EMULATION_C = r"""#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "matrix_emulation.h"
+
+static void report(void) {
+    char line[80];
+    int n = snprintf(line, sizeof line, "\nspine matrix emulation: %lu instructions emulated\n",
+                     spine_matrix_emulated());
+    if (n > 0) (void)!write(2, line, (size_t)n);
+}
+
+__attribute__((constructor)) static void install(void) {
+    spine_matrix_emulation_install();
+    if (spine_matrix_emulation_enable()) atexit(report);
+}
+"""
+EMULATED = re.compile(r"spine matrix emulation: (\d+) instructions emulated")
+
+# One ggml MUL_MAT through SpacemiT's IME1 path (its buffer type: repack, quantization of the activations,
+# ime1::gemm_kernel_i8i4), against the exact integers. Weights d = 1 with integer mins (which the repack
+# keeps exactly as zero points) and integer activations with 127 in every block of 32 make the int8
+# quantization of both lossless and every output an integer below 2^24: any fault of an emulated vmadot
+# shows. Prints one line per row count M.
+IME_MATMUL_CHECK_CPP = r"""#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+
+extern "C" ggml_backend_buffer_type_t ggml_backend_cpu_riscv64_spacemit_buffer_type(void);
+
+struct block_q4_1 {
+    ggml_fp16_t d, m;
+    uint8_t qs[16];
+};
+
+static uint32_t state = 12345;
+static int draw(uint32_t n) {
+    state = state * 1664525u + 1013904223u;
+    return (int)((state >> 8) % n);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) return 2;
+    const int K = atoi(argv[1]), N = atoi(argv[2]);
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_cpu_set_n_threads(cpu, 2);
+    int failures = 0;
+    for (int arg = 3; arg < argc; arg++) {
+        const int M = atoi(argv[arg]);
+        std::vector<block_q4_1> w(N * K / 32);
+        std::vector<int> weight(N * K);
+        for (int n = 0; n < N; n++)
+            for (int b = 0; b < K / 32; b++) {
+                block_q4_1 &blk = w[n * (K / 32) + b];
+                const int zp = draw(16);
+                blk.d = ggml_fp32_to_fp16(1.0f);
+                blk.m = ggml_fp32_to_fp16((float)-zp);
+                for (int j = 0; j < 16; j++) {   /* Q4_1: element j in the low nibble, j + 16 in the high */
+                    const int lo = draw(16), hi = draw(16);
+                    blk.qs[j] = (uint8_t)(lo | hi << 4);
+                    weight[n * K + b * 32 + j] = lo - zp;
+                    weight[n * K + b * 32 + j + 16] = hi - zp;
+                }
+            }
+        std::vector<float> x(M * K);
+        for (int i = 0; i < M * K; i++) x[i] = (float)(draw(255) - 127);
+        for (int i = 0; i < M * K / 32; i++) x[i * 32 + draw(32)] = draw(2) ? 127.0f : -127.0f;
+
+        ggml_init_params weights_params = {ggml_tensor_overhead() * 4, nullptr, true};
+        ggml_context *weights_ctx = ggml_init(weights_params);
+        ggml_tensor *wt = ggml_new_tensor_2d(weights_ctx, GGML_TYPE_Q4_1, K, N);
+        ggml_backend_buffer_t weights_buffer =
+            ggml_backend_alloc_ctx_tensors_from_buft(weights_ctx, ggml_backend_cpu_riscv64_spacemit_buffer_type());
+        ggml_backend_tensor_set(wt, w.data(), 0, w.size() * sizeof(block_q4_1));
+
+        ggml_init_params params = {ggml_tensor_overhead() * 8 + ggml_graph_overhead(), nullptr, true};
+        ggml_context *ctx = ggml_init(params);
+        ggml_tensor *xt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, M);
+        ggml_tensor *yt = ggml_mul_mat(ctx, wt, xt);
+        ggml_cgraph *graph = ggml_new_graph(ctx);
+        ggml_build_forward_expand(graph, yt);
+        ggml_backend_buffer_t buffer = ggml_backend_alloc_ctx_tensors(ctx, cpu);
+        ggml_backend_tensor_set(xt, x.data(), 0, x.size() * sizeof(float));
+        if (ggml_backend_graph_compute(cpu, graph) != GGML_STATUS_SUCCESS) return 2;
+        std::vector<float> y(M * N);
+        ggml_backend_tensor_get(yt, y.data(), 0, y.size() * sizeof(float));
+        int wrong = 0;
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                int64_t exact = 0;
+                for (int k = 0; k < K; k++) exact += (int64_t)x[m * K + k] * weight[n * K + k];
+                if (y[m * N + n] != (float)exact && wrong++ < 4)
+                    printf("  [%d][%d]: %.1f, not %lld\n", m, n, y[m * N + n], (long long)exact);
+            }
+        printf("M=%d K=%d N=%d: %d of %d wrong\n", M, K, N, wrong, M * N);
+        failures += wrong != 0;
+        ggml_backend_buffer_free(buffer);
+        ggml_backend_buffer_free(weights_buffer);
+        ggml_free(ctx);
+        ggml_free(weights_ctx);
+    }
+    ggml_backend_free(cpu);
+    return failures != 0;
+}
+"""
+CHECKED = re.compile(r"^M=(\d+) K=(\d+) N=(\d+): (\d+) of (\d+) wrong$", re.M)
+# ggml-cpu/spacemit/ime_env.cpp: the core to assume where /proc/cpuinfo names none (K1's A60)
+IME_ENV = {"SPACEMIT_CORE_ARCH": "0xA03C"}
 
 
-def _zig_wrappers(directory: str, target: str) -> tuple[str, str]:
+def _zig_wrappers(directory: str, target: str, cpu: str = ZIG_RISCV_CPU, flags: str = "",
+                  cxx20: bool = False) -> tuple[str, str]:
     """cmake wants one executable per compiler: `zig cc` and `zig c++` for `target`, as scripts that turn
-    -march into zig's -mcpu (and drop -mabi, which the target fixes)."""
-    import ziglang
-    zig = os.path.join(os.path.dirname(ziglang.__file__), "zig")
+    -march into zig's -mcpu (and drop -mabi, which the target fixes). `cxx20`: C++17 becomes C++20, as
+    SpacemiT's sources need (`auto` parameters, which their GCC accepts in C++17 and clang does not)."""
     os.makedirs(directory, exist_ok=True)
     paths = []
     for name, verb in (("cc", "cc"), ("c++", "c++")):
         path = os.path.join(directory, f"zig-{name}")
+        std = "  -std=*++17) set -- \"$@\" -std=gnu++20 ;;\n" if cxx20 and verb == "c++" else ""
         with open(path, "w") as f:
             f.write("#!/bin/sh\nfor a in \"$@\"; do shift; case \"$a\" in\n"
-                    f"  -march=*) set -- \"$@\" {ZIG_RISCV_CPU} ;;\n  -mabi=*) ;;\n  *) set -- \"$@\" \"$a\" ;;\n"
-                    f'esac; done\nexec "{zig}" {verb} -target {target} "$@"\n')
+                    f"  -march=*) set -- \"$@\" {cpu} ;;\n  -mabi=*) ;;\n{std}  *) set -- \"$@\" \"$a\" ;;\n"
+                    f'esac; done\nexec "{zig_binary()}" {verb} -target {target} {flags}"$@"\n')
         os.chmod(path, 0o755)
         paths.append(path)
     return paths[0], paths[1]
 
 
+def _emulation_sources() -> dict:
+    """name -> text of what the riscv64-ime build adds to llama.cpp."""
+    with open(os.path.join(CPP_DIR, "matrix_emulation.c")) as f:
+        emulation = f.read()
+    with open(os.path.join(CPP_DIR, "matrix_emulation.h")) as f:
+        header = f.read()
+    return {"matrix_emulation.c": emulation, "matrix_emulation.h": header, "ime_emulation.c": IME_EMULATION_C,
+            "ime_mnemonics.h": IME_MNEMONICS_H}
+
+
+def _emulation_key() -> str:
+    h = hashlib.sha256(ZIG_RISCV_SCALAR_CPU.encode())
+    for name, text in sorted(_emulation_sources().items()):
+        h.update(name.encode() + b"\0" + text.encode())
+    return h.hexdigest()[:16]
+
+
+def _write_if_changed(path: str, text: str) -> None:
+    """Every object of the build depends on the forced include: a new mtime alone would rebuild them all."""
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return
+    except OSError:
+        pass
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _emulation_objects(directory: str) -> list:
+    """The emulation and its installer, compiled for the guest into `directory` (the sources are copied
+    there, so that the objects are what the key says)."""
+    os.makedirs(directory, exist_ok=True)
+    for name, text in _emulation_sources().items():
+        _write_if_changed(os.path.join(directory, name), text)
+    objects = []
+    for name in ("matrix_emulation.c", "ime_emulation.c"):
+        obj = os.path.join(directory, name[:-2] + ".o")
+        subprocess.run([zig_binary(), "cc", "-target", ZIG_RISCV_TARGET, ZIG_RISCV_SCALAR_CPU, "-O2", "-c",
+                        f"-I{directory}", os.path.join(directory, name), "-o", obj], check=True,
+                       env=dict(os.environ, ZIG_GLOBAL_CACHE_DIR=os.path.join(root(), "zig-cache")))
+        objects.append(obj)
+    return objects
+
+
 def configure_args(target: str, build: str) -> list:
     if target == "host":
         return COMMON + ["-DGGML_NATIVE=ON"]
-    cc, cxx = _zig_wrappers(os.path.join(build, "zig"), "riscv64-linux-musl")
+    link = "-static"
+    if target == "riscv64-ime":
+        spine = os.path.join(build, "spine")
+        cc, cxx = _zig_wrappers(os.path.join(build, "zig"), ZIG_RISCV_TARGET, ZIG_RISCV_IME_CPU,
+                                f"-include {os.path.join(spine, 'ime_mnemonics.h')} ", cxx20=True)
+        # objects named on the link line are always linked, constructor and all, unlike an archive's
+        link = " ".join(["-static"] + _emulation_objects(spine))
+        extra = ["-DGGML_CPU_RISCV64_SPACEMIT=ON", "-DGGML_RV_ZBA=ON"]
+    else:
+        cc, cxx = _zig_wrappers(os.path.join(build, "zig"), ZIG_RISCV_TARGET)
+        extra = []
     return COMMON + [
         f"-DCMAKE_C_COMPILER={cc}", f"-DCMAKE_CXX_COMPILER={cxx}", "-DCMAKE_SYSTEM_NAME=Linux",
         "-DCMAKE_SYSTEM_PROCESSOR=riscv64", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF", "-DGGML_RVV=ON",
         "-DGGML_RV_ZFH=ON", "-DGGML_RV_ZVFH=ON", "-DGGML_RV_ZICBOP=OFF", "-DGGML_RV_ZIHINTPAUSE=OFF",
-        "-DCMAKE_EXE_LINKER_FLAGS=-static", "-DLLAMA_BUILD_EXAMPLES=ON", "-DLLAMA_BUILD_TOOLS=ON"]
+        f"-DCMAKE_EXE_LINKER_FLAGS={link}", "-DLLAMA_BUILD_EXAMPLES=ON", "-DLLAMA_BUILD_TOOLS=ON"] + extra
+
+
+# ggml alone, which is all that ime_matmul_check links: a quarter of the build
+LIBRARIES = ("ggml", "ggml-cpu", "ggml-base")
+
+
+def _product(out: str, name: str) -> str:
+    return os.path.join(out, "ggml", "src", f"lib{name}.a") if name in LIBRARIES else os.path.join(out, "bin", name)
+
+
+def _emulation_key_changed(out: str) -> bool:
+    try:
+        with open(os.path.join(out, "spine-emulation.key")) as f:
+            return f.read().strip() != _emulation_key()
+    except OSError:
+        return True
+
+
+def _build(target: str, products: tuple) -> str:
+    """Builds `products` of llama.cpp (tools or ggml's libraries) for `target` once; returns the build
+    directory. riscv64-ime's tools are relinked when the emulation changes: its key is kept beside them."""
+    if target not in BUILD_TARGETS:
+        raise ValueError(f"target {target!r}: one of {', '.join(BUILD_TARGETS)}")
+    tree = source()
+    out = os.path.join(root(), f"build-{target}")
+    if target == "riscv64-ime" and _emulation_key_changed(out):
+        for t in TARGETS:   # relinked with the new objects: nothing else depends on them
+            if os.path.exists(_product(out, t)):
+                os.remove(_product(out, t))
+    if all(os.path.exists(_product(out, p)) for p in products):
+        return out
+    env = dict(os.environ, ZIG_GLOBAL_CACHE_DIR=os.path.join(root(), "zig-cache"))
+    subprocess.run(["cmake", "-S", tree, "-B", out] + configure_args(target, out), check=True, env=env)
+    if target == "riscv64-ime":
+        with open(os.path.join(out, "CMakeCache.txt")) as f:
+            spec = re.search(r"^SPACEMIT_RISCV_COMPILER_SUPPORT_IME1:INTERNAL=(\S*)$", f.read(), re.M)
+        if not spec or spec.group(1) != "1":
+            raise RuntimeError("ggml's probe did not find IME1: the vmadot macro did not take")
+    subprocess.run(["cmake", "--build", out, "-j", str(os.cpu_count() or 2), "--target", *products], check=True,
+                   env=env)
+    if target == "riscv64-ime":
+        with open(os.path.join(out, "spine-emulation.key"), "w") as f:
+            f.write(_emulation_key() + "\n")
+    return out
 
 
 def build(target: str) -> str:
     """Builds llama.cpp's tools for `target` (once) and returns the directory of the binaries."""
-    if target not in ("host", "riscv64"):
-        raise ValueError(f"target {target!r}: host or riscv64")
-    tree = source()
-    out = os.path.join(root(), f"build-{target}")
-    bin_dir = os.path.join(out, "bin")
-    if all(os.path.exists(os.path.join(bin_dir, t)) for t in TARGETS):
-        return bin_dir
-    env = dict(os.environ, ZIG_GLOBAL_CACHE_DIR=os.path.join(root(), "zig-cache"))
-    subprocess.run(["cmake", "-S", tree, "-B", out] + configure_args(target, out), check=True, env=env)
-    subprocess.run(["cmake", "--build", out, "-j", str(os.cpu_count() or 2), "--target", *TARGETS], check=True,
-                   env=env)
-    return bin_dir
+    return os.path.join(_build(target, TARGETS), "bin")
+
+
+def build_libraries(target: str) -> str:
+    """Builds ggml's libraries for `target` (once) and returns the build directory."""
+    return _build(target, LIBRARIES)
+
+
+def qemu_command(target: str, tool: str, *args: str) -> tuple[list, dict]:
+    """(argv, environment) that run llama.cpp's `tool` of a riscv64 build under QEMU, on Spine's QEMU CPU
+    (VLEN 256, K1's)."""
+    from spine import switches
+    from spine.driver.qemu import qemu_binary
+    env = dict(os.environ, **(IME_ENV if target == "riscv64-ime" else {}))
+    return [qemu_binary(), "-cpu", switches.QEMU_CPU.default, os.path.join(build(target), tool), *args], env
+
+
+# (K, N) of SmolLM2-135M's weights: q and o, k and v, gate and up, down
+SMOLLM2_SHAPES = ((576, 576), (576, 192), (576, 1536), (1536, 576))
+# ime1::gemm_kernel_i8i4 takes rows four at a time, the rest one at a time: both kernels, and their mix
+MATMUL_ROWS = (1, 3, 4, 5, 8)
+
+
+def ime_matmul_check(k: int, n: int, rows: tuple) -> dict:
+    """Runs IME_MATMUL_CHECK_CPP (built against the riscv64-ime build's ggml, with the emulation) under QEMU
+    for a K x N weight and each row count in `rows`: {M: outputs wrong}, the instructions emulated, the log."""
+    out = build_libraries("riscv64-ime")
+    spine = os.path.join(out, "spine")
+    program, source_path = os.path.join(spine, "ime_matmul_check"), os.path.join(spine, "ime_matmul_check.cpp")
+    libs = [_product(out, name) for name in LIBRARIES]
+    h = hashlib.sha256((IME_MATMUL_CHECK_CPP + _emulation_key()).encode())
+    for lib in libs:
+        h.update(str(os.path.getmtime(lib)).encode())
+    key_path = program + ".key"
+    try:
+        with open(key_path) as f:
+            current = f.read() == h.hexdigest() and os.path.exists(program)
+    except OSError:
+        current = False
+    if not current:
+        objects = _emulation_objects(spine)
+        with open(source_path, "w") as f:
+            f.write(IME_MATMUL_CHECK_CPP)
+        subprocess.run([os.path.join(out, "zig", "zig-c++"), "-O2", "-std=c++17",
+                        f"-I{os.path.join(source(), 'ggml', 'include')}", source_path, *libs, *objects, "-static",
+                        "-lpthread", "-o", program], check=True,
+                       env=dict(os.environ, ZIG_GLOBAL_CACHE_DIR=os.path.join(root(), "zig-cache")))
+        with open(key_path, "w") as f:
+            f.write(h.hexdigest())
+    from spine import switches
+    from spine.driver.qemu import qemu_binary
+    proc = subprocess.run([qemu_binary(), "-cpu", switches.QEMU_CPU.default, program, str(k), str(n),
+                           *map(str, rows)], capture_output=True, text=True, env=dict(os.environ, **IME_ENV))
+    log = proc.stdout + proc.stderr
+    wrong = {int(m.group(1)): int(m.group(4)) for m in CHECKED.finditer(proc.stdout)}
+    if proc.returncode not in (0, 1) or sorted(wrong) != sorted(rows):
+        raise RuntimeError(f"the IME matmul check failed ({proc.returncode}):\n{log[-4000:]}")
+    emulated = EMULATED.search(proc.stderr)
+    return {"wrong": wrong, "emulated": int(emulated.group(1)) if emulated else None, "log": log}
+
+
+def generate(target: str, model: str, prompt: str, new_tokens: int) -> dict:
+    """llama-simple (greedy) on `model`: its text (the prompt and what follows), the instructions the
+    emulation carried out (riscv64-ime), seconds and the whole log."""
+    args = ("-m", model, "-n", str(new_tokens), prompt)
+    if target == "host":
+        argv, env = [os.path.join(build(target), "llama-simple"), *args], dict(os.environ)
+    else:
+        argv, env = qemu_command(target, "llama-simple", *args)
+    start = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - start
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    emulated = EMULATED.search(proc.stderr)
+    return {"text": proc.stdout.rstrip("\n"), "emulated": int(emulated.group(1)) if emulated else None,
+            "seconds": seconds, "log": proc.stderr}
+
+
+def smollm2_gguf() -> str:
+    sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+    from smollm2.gguf_file import bundled_gguf
+    return bundled_gguf()
+
+
+def k1_zero_point_gguf(src: str) -> str:
+    """A copy of the GGUF `src` (kept in the cache) whose Q4_1 blocks hold mins that K1's kernels keep
+    exactly. SpacemiT's repack for IME1 (ggml-cpu/spacemit/repack.cpp, make_block_q4_1x16) turns each
+    block's min m into an integer zero point, zp = clamp(-round(m / d), 0, 15): weights d * (q - zp) where
+    Q4_1 means d * q + m, off by d / 4 on average (SmolLM2's blocks). With m = -d * zp (to fp16) in the file
+    both paths have the same weights, up to that last rounding, and what is left between them is the
+    arithmetic: the int8 activations of both, their scales (fp32 in SpacemiT's, fp16 in ggml's Q8_1) and
+    the order of the sums."""
+    import shutil
+
+    import gguf
+    import numpy as np
+    dst = os.path.join(root(), os.path.basename(src)[:-len(".gguf")] + ".k1-zero-points.gguf")
+    if os.path.exists(dst):
+        return dst
+    partial = dst + ".partial"
+    shutil.copyfile(src, partial)
+    block = np.dtype([("d", "<f2"), ("m", "<f2"), ("qs", "u1", (16,))])
+    reader = gguf.GGUFReader(partial, "r+")
+    for tensor in reader.tensors:
+        if tensor.tensor_type != gguf.GGMLQuantizationType.Q4_1:
+            continue
+        blocks = tensor.data.reshape(-1).view(block)
+        d, m = blocks["d"].astype(np.float32), blocks["m"].astype(np.float32)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            zp = np.clip(np.nan_to_num(-np.rint(m / d), nan=0.0), 0, 15)   # std::max(0, NaN) is 0
+        blocks["m"] = (-d * zp).astype(np.float16)
+    reader.data.flush()
+    del reader
+    os.replace(partial, dst)
+    return dst
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("target", choices=("host", "riscv64"))
-    print(build(parser.parse_args(argv).target))
+    parser.add_argument("target", choices=BUILD_TARGETS)
+    parser.add_argument("--prompt", help="run llama-simple greedily on SmolLM2-135M with this prompt")
+    parser.add_argument("--new-tokens", type=int, default=8)
+    parser.add_argument("--k1-zero-points", action="store_true",
+                        help="on SmolLM2 with its Q4_1 mins as K1's kernels keep them (k1_zero_point_gguf)")
+    parser.add_argument("--matmul-check", action="store_true",
+                        help="riscv64-ime: SmolLM2's matmul shapes through SpacemiT's kernels, against the exact "
+                             "integers (ime_matmul_check)")
+    args = parser.parse_args(argv)
+    if args.matmul_check:
+        if args.target != "riscv64-ime":
+            parser.error("--matmul-check is for riscv64-ime")
+        for k, n in SMOLLM2_SHAPES:
+            check = ime_matmul_check(k, n, MATMUL_ROWS)
+            print(f"K={k} N={n}: " + ", ".join(f"M={m}: {w} wrong" for m, w in check["wrong"].items()) +
+                  f"; {check['emulated']} smt.vmadot emulated")
+        return
+    if args.prompt is None:
+        print(build(args.target))
+        return
+    model = k1_zero_point_gguf(smollm2_gguf()) if args.k1_zero_points else smollm2_gguf()
+    run = generate(args.target, model, args.prompt, args.new_tokens)
+    print(run["text"])
+    emulated = "" if run["emulated"] is None else f", {run['emulated']} smt.vmadot emulated"
+    print(f"[{args.target}: {run['seconds']:.1f} s{emulated}]", file=sys.stderr)
 
 
 if __name__ == "__main__":

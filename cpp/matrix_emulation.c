@@ -80,6 +80,7 @@ static int handler_registers_persist(void) {
 }
 
 static _Atomic int enabled;
+static atomic_ulong emulated;
 
 int spine_matrix_emulation_enable(void) {
     if (!enabled) enabled = handler_registers_persist();
@@ -152,8 +153,11 @@ int spine_matrix_emulate(void *context) {
     multiply_accumulate(registers, vlenb, &d);
     load_registers(registers, 8 * vlenb);
     uc->uc_mcontext.__gregs[REG_PC] = pc + 4;
+    atomic_fetch_add_explicit(&emulated, 1, memory_order_relaxed);
     return 1;
 }
+
+unsigned long spine_matrix_emulated(void) { return atomic_load_explicit(&emulated, memory_order_relaxed); }
 
 static void on_sigill(int sig, siginfo_t *info, void *context) {
     if (info->si_code > 0 && spine_matrix_emulate(context)) return;
@@ -182,4 +186,6 @@ int spine_matrix_emulate(void *context) {
 }
 
 void spine_matrix_emulation_install(void) {}
+
+unsigned long spine_matrix_emulated(void) { return 0; }
 #endif

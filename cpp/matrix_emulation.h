@@ -22,4 +22,8 @@ int spine_matrix_emulate(void *context);
  * default action so that the fault ends the process as before. Nothing where the emulation cannot be on. */
 void spine_matrix_emulation_install(void);
 
+/* How many instructions this process has emulated: shows that code for the matrix unit ran, rather than a
+ * fallback. */
+unsigned long spine_matrix_emulated(void);
+
 #endif

@@ -1,0 +1,39 @@
+"""SpacemiT's own llama.cpp kernels for K1's matrix unit (ggml-cpu/spacemit, IME1: smt.vmadot in inline
+assembly), unmodified, under QEMU, whose CPU lacks the instruction: the emulation (cpp/matrix_emulation.c)
+is linked in (bench/llama_cpp.py's riscv64-ime build) and carries out each vmadot when it traps.
+
+One MUL_MAT at each of SmolLM2-135M's weight shapes, through SpacemiT's buffer type, repack, activation
+quantization and kernels, on inputs that make every output an exact integer: all of them right, and one
+instruction emulated for every vmadot the kernels issue. ggml's libraries are built once and kept in
+Spine's cache (under four minutes on two cores the first time); the checks take seconds. The whole model
+through those kernels is `bench/llama_cpp.py riscv64-ime --prompt ...` (bench/RESULTS.md)."""
+import os
+import shutil
+import sys
+
+import pytest
+
+REPO = os.path.join(os.path.dirname(__file__), "..", "..")
+sys.path.insert(0, os.path.join(REPO, "bench"))
+
+if not (shutil.which("qemu-riscv64") or shutil.which("qemu-riscv64-static")) or not shutil.which("cmake"):
+    pytest.skip("needs qemu-riscv64 and cmake", allow_module_level=True)
+import llama_cpp  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ggml():
+    return llama_cpp.build_libraries("riscv64-ime")
+
+
+def vmadots(k: int, n: int, rows) -> int:
+    """What ime1::gemm_kernel_i8i4 issues: rows four at a time (one 4 x 4 x 8 tile per vmadot), the rest one at
+    a time (a row of the tile), each over every (4 columns, 8 of K) of the weight."""
+    return sum(m // 4 + m % 4 for m in rows) * (n // 4) * (k // 8)
+
+
+@pytest.mark.parametrize("k, n", llama_cpp.SMOLLM2_SHAPES)
+def test_spacemit_matmul_is_exact_on_emulated_vmadot(ggml, k, n):
+    check = llama_cpp.ime_matmul_check(k, n, llama_cpp.MATMUL_ROWS)
+    assert check["wrong"] == {m: 0 for m in llama_cpp.MATMUL_ROWS}, check["log"][-2000:]
+    assert check["emulated"] == vmadots(k, n, llama_cpp.MATMUL_ROWS)
