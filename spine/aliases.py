@@ -10,7 +10,8 @@ The same finder follows the import of `triton.profiler` (triton's own module, lo
 spine.proton.triton_api.install, which lets `proton.start(..., backend="cpu")` reach Spine's profiler (and
 that of `triton.profiler.proton` with complete_command_module, spine-triton's spelling of the API), and
 that of `triton.runtime.driver` with spine.triton_backend.driver_choice.install (triton-cpu's
-`set_active_to_cpu()`).
+`set_active_to_cpu()`), and that of `triton.testing` with spine.triton_backend.testing_api.install
+(triton-cpu's `do_bench(..., measure_time_with_hooks=True)`).
 """
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ PACKAGES = ("spine.triton_backend", "spine.language.smt", "spine.language.cpu", 
 # triton modules whose import is followed by a hook of ours: module → "spine module:function"
 FOLLOWED = {"triton.profiler": "spine.proton.triton_api:install",
             "triton.profiler.proton": "spine.proton.triton_api:complete_command_module",
-            "triton.runtime.driver": "spine.triton_backend.driver_choice:install"}
+            "triton.runtime.driver": "spine.triton_backend.driver_choice:install",
+            "triton.testing": "spine.triton_backend.testing_api:install"}
 
 
 def _run_hook(spec: str) -> None:

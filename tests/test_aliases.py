@@ -59,3 +59,37 @@ def test_triton_cpus_driver_choice_works_as_written(monkeypatch, tmp_path):
     script = tmp_path / "fork_code.py"      # a file: triton.jit reads the kernel's source from it
     script.write_text(TRITON_CPU_DRIVER_CHOICE)
     subprocess.run([sys.executable, str(script)], check=True)
+
+
+TRITON_CPU_DO_BENCH = """
+import time, torch, triton, triton.language as tl
+from triton import knobs
+triton.runtime.driver.set_active_to_cpu()
+
+@triton.jit
+def double(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+x = torch.ones(10)
+def fn():
+    time.sleep(0.01)       # the Python around the launch: hook timing leaves it out
+    double[(1,)](x, 10, BLOCK=16)
+
+whole = triton.testing.do_bench(fn, warmup=1, rep=50)
+launches = triton.testing.do_bench(fn, warmup=1, rep=50, measure_time_with_hooks=True)
+assert whole >= 10, whole
+assert 0 < launches < 5, launches
+assert knobs.runtime.launch_enter_hook.calls == [] and knobs.runtime.launch_exit_hook.calls == []
+median, low, high = triton.testing.do_bench(fn, rep=30, quantiles=[0.5, 0.2, 0.8], measure_time_with_hooks=True)
+assert low <= median <= high < 5, (median, low, high)
+"""
+
+
+def test_triton_cpus_do_bench_times_launches_by_their_hooks(monkeypatch, tmp_path):
+    """triton-cpu's `do_bench(..., measure_time_with_hooks=True)` on stock triton: only the time inside
+    launches counts, and the hooks are gone afterwards."""
+    monkeypatch.setenv("SPINE_TARGET", "host")
+    script = tmp_path / "fork_bench.py"
+    script.write_text(TRITON_CPU_DO_BENCH)
+    subprocess.run([sys.executable, str(script)], check=True)

@@ -14,6 +14,7 @@ from ..switches import compile_key_values
 from ..spacemit_cores import core_named
 from ..targets import Target, host_target, riscv64_target, target_from_name, target_name
 from ..device_shape import device_properties, torch_style_properties, vector_registers
+from .device_interface import CPUDeviceInterface
 from .executor import executor_for
 from .settings import default_num_threads
 from .launcher import launch_extension, make_launcher
@@ -108,6 +109,7 @@ class CPUDriver(DriverBase):
         self._target_name = target
         self.utils = CPUUtils(self)
         self.launcher_cls = make_launcher
+        self.device_interface = CPUDeviceInterface()
         _give_torch_cpu_gpu_style_calls(self)
 
     @property
@@ -166,8 +168,7 @@ class CPUDriver(DriverBase):
         return torch.device("cpu")
 
     def get_device_interface(self):
-        from .device_interface import CPUDeviceInterface
-        return CPUDeviceInterface
+        return self.device_interface
 
     def map_python_to_cpp_type(self, ty: str) -> str:
         if ty.startswith("*"):
