@@ -18,6 +18,10 @@ MICROKERNEL_ATTRIBUTE = "spine.microkernel"
 # (compiler/ttir.py records it from targets.prefetches_next_program, to_linalg/prefetch.py reads it).
 PREFETCH_ATTRIBUTE = "spine.prefetch_next_program"
 
+# On the TTIR module, when the kernel was compiled with enable_fp_fusion=False (compiler/ttir.py records it,
+# to_linalg/reduce.py then rounds each half-precision product before it is summed).
+NO_FP_FUSION_ATTRIBUTE = "spine.no_fp_fusion"
+
 # On the call of a packed matmul whose product is a plain buffer (to_linalg/smt_dot.py): the name of its
 # twin that writes into a view of a larger matrix instead, for a whole tile stored straight into its
 # destination (compiler/products_into_destination.py).

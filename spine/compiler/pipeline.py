@@ -26,11 +26,12 @@ _warned_lock = threading.Lock()
 
 
 def make_ttir(mod, metadata, options):
-    from .ttir import record_microkernel, record_prefetch, run_ttir_passes
+    from .ttir import record_fp_fusion, record_microkernel, record_prefetch, run_ttir_passes
     pool().prestart()  # its imports overlap with triton's passes
     mod = run_ttir_passes(mod, metadata)
     record_microkernel(mod, options.triple, options.cpu, options.features, options.matrix_unit)
     record_prefetch(mod, options.triple, options.cpu)
+    record_fp_fusion(mod, options.enable_fp_fusion)
     dump_artifact(options.dump_path, metadata["name"], "ttir", mod)
     return mod
 

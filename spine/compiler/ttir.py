@@ -46,3 +46,13 @@ def record_prefetch(mod, triple: str, cpu: str) -> None:
     from ..targets import prefetches_next_program
     if prefetches_next_program(triple, cpu):
         mod.set_attr(PREFETCH_ATTRIBUTE, ir.builder(mod.context).get_unit_attr())
+
+
+def record_fp_fusion(mod, enable_fp_fusion: bool) -> None:
+    """Mark the module (`spine.no_fp_fusion`) when products may not be fused into the sums that consume them:
+    the conversion then keeps every rounding the kernel's types ask for (to_linalg/reduce.py)."""
+    from triton._C.libtriton import ir
+
+    from ..ir_names import NO_FP_FUSION_ATTRIBUTE
+    if not enable_fp_fusion:
+        mod.set_attr(NO_FP_FUSION_ATTRIBUTE, ir.builder(mod.context).get_unit_attr())

@@ -42,7 +42,7 @@ from mlir import ir
 
 from ..microkernels import MICROKERNELS
 from ..errors import SpineCompilationError
-from ..ir_names import MICROKERNEL_ATTRIBUTE, PREFETCH_ATTRIBUTE
+from ..ir_names import MICROKERNEL_ATTRIBUTE, NO_FP_FUSION_ATTRIBUTE, PREFETCH_ATTRIBUTE
 # Importing the handler modules registers them.
 from . import (arith, atomics, block_pointers, control_flow, debug_ops, dot, dot_scaled, extern,  # noqa: F401
                function, indexing, load, pointers, reduce, scan, store, tensor_ops)
@@ -98,13 +98,13 @@ def _microkernel(module: ir.Module):
 
 
 def _convert_once(tt_func, name: str, direct_load_args: frozenset, bounds_check: bool, microkernel,
-                  prefetch: bool) -> tuple:
+                  prefetch: bool, fp_fusion: bool) -> tuple:
     forced = frozenset()
     for _ in range(MAX_RETRIES):
         out = ir.Module.create()
         conv = Converter(name, forced_gather=forced, module=out, direct_load_args=direct_load_args,
                          bounds=BoundsCheck() if bounds_check else None, microkernel=microkernel,
-                         prefetch_next_program=prefetch)
+                         prefetch_next_program=prefetch, fp_fusion=fp_fusion)
         try:
             with ir.InsertionPoint(out.body):
                 function.convert_function(conv, tt_func)
@@ -131,13 +131,14 @@ def convert_ttir(generic_ttir: str, direct_loads: bool = False, bounds_check: bo
         _, kinds = function.kernel_signature(tt_func)
         microkernel = _microkernel(source)
         prefetch = PREFETCH_ATTRIBUTE in source.operation.attributes
-        out, conv = _convert_once(tt_func, name, frozenset(), bounds_check, microkernel, prefetch)
+        fp_fusion = NO_FP_FUSION_ATTRIBUTE not in source.operation.attributes
+        out, conv = _convert_once(tt_func, name, frozenset(), bounds_check, microkernel, prefetch, fp_fusion)
         direct = frozenset()
         if direct_loads:
             # The first conversion found which arguments are written; loads from the others go direct.
             direct = frozenset(i for i, kind in enumerate(kinds) if kind == "ptr") - conv.written_args
             if direct:
-                out, conv = _convert_once(tt_func, name, direct, bounds_check, microkernel, prefetch)
+                out, conv = _convert_once(tt_func, name, direct, bounds_check, microkernel, prefetch, fp_fusion)
         try:
             out.operation.verify()
         except ir.MLIRError as err:

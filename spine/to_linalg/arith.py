@@ -111,6 +111,11 @@ def _inherent_attributes(op) -> dict:
 
 @handles_dialects("arith.", "math.")
 def convert_elementwise(conv, op):
+    if op.operation.name == "arith.extf" and conv.concrete(op.operands[0]) in conv.wide_sums:
+        total = conv.wide_sums[conv.concrete(op.operands[0])]
+        if element_type(total.type) == element_type(op.results[0].type):   # widened back: not rounded
+            conv.bind(op.results[0], total)
+            return
     state = None
     if isinstance(op.results[0].type if len(op.results) else None, ir.RankedTensorType):
         state = _uniform_result(conv, op)            # splats: the op itself, in the TTIR type

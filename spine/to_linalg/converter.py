@@ -67,6 +67,9 @@ class Converter:
     bounds: object = None                                 # bounds.BoundsCheck when accesses are checked
     microkernel: object = None                            # the target's packed-matmul MicroKernel, if any
     prefetch_next_program: bool = False                   # the target gains from it (prefetch.py)
+    fp_fusion: bool = True                                # products may fuse into their sums (reduce.py)
+    # reduce.py: a half-precision sum rounded from its fp32 total → that total, for an extf back to fp32
+    wide_sums: dict = field(default_factory=dict)
     buffer_uses: int = 0                                  # to_buffer ops smt_dot.py has numbered so far
     b_panels: dict = field(default_factory=dict)          # smt_dot.py: (B, panels spec) → B packed before a loop
     # load.py: a loaded 2-D tile (TTIR value) → the row its zero padding starts at (an index value)

@@ -16,12 +16,31 @@ identity (-0.0 for addf: x + -0.0 is x for every x, signed zeros included); idem
 or) start from the first slice, which they may see twice, except on targets with scalable vectors (RVV),
 whose remainder is one shorter vector anyway, so idempotent ops keep the first-slice seed and the rest: there LLVM interleaves the NaN-aware max loop
 over 1023 elements twice and over 1024 once (riscv64 softmax: 380,416 guest instructions against 350,912).
+
+Sums of fp16 and bf16 accumulate in fp32 and are rounded once, at the end. Triton fixes no order for a
+reduction, and so no rounding of its partial sums: a GPU rounds each step of its tree; a CPU summing a row of
+1,024 in bf16 one vector after the other would lose the row's small terms altogether (8 bits of mantissa).
+torch's CPU kernels and triton-cpu accumulate such sums in fp32, and so does Spine. A sum of products
+(`tl.sum(a * x[None, :], axis=1)`, a GEMV) also forms the products in fp32, unrounded, as fusing a multiply
+into the add that consumes it (triton's `enable_fp_fusion`, on by default) allows; compiled with
+`enable_fp_fusion=False` the products are rounded to their type first, as written. A sum that is widened
+back to fp32 at once (`acc += tl.sum(...)` into an fp32 `acc`) is taken unrounded, again unless fp fusion is
+off (arith.py asks `Converter.wide_sums`); torch's GEMV gives the same bf16 results then:
+
+    %p = arith.mulf %a, %x : tensor<16x64xbf16>
+    %s = tt.reduce(%p) {axis = 1} ({ ^bb0(%u, %v): tt.reduce.return (arith.addf %u, %v) }) -> tensor<16xbf16>
+  becomes
+    %init = -0.0 : tensor<16xf32>
+    %sum = linalg.generic {iterator_types = ["parallel", "reduction"]} ins(%a, %x) outs(%init)
+      (%ai, %xi, %acc) { linalg.yield (%acc + extf(%ai) * extf(%xi)) }
+    %s = arith.truncf %sum : tensor<16xf32> to tensor<16xbf16>
 """
 from __future__ import annotations
 
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
+from ..ir_walk import defining_op
 from . import materialize
 from . import states as st
 from .converter import handles
@@ -29,6 +48,7 @@ from .builders import splat
 from .types import element_type, is_bool, shape_of
 
 IDENTITIES = {"arith.addf": -0.0, "arith.mulf": 1.0, "arith.addi": 0, "arith.muli": 1, "arith.xori": 0}
+REASSOCIATE = "#arith.fastmath<reassoc>"
 IDEMPOTENT = {"arith.maxnumf", "arith.minnumf", "arith.maximumf", "arith.minimumf", "arith.maxsi", "arith.minsi",
               "arith.maxui", "arith.minui", "arith.andi", "arith.ori"}
 
@@ -60,6 +80,9 @@ def convert_reduce(conv, op):
     inputs = [materialize.widen_bool(conv.concrete(v)) for v in op.operands]
     count = shape_of(inputs[0].type)[axis]
     whole_axis = _whole_axis(conv, op) if count > 1 else None
+    if whole_axis == "arith.addf" and _is_half(element_type(op.operands[0].type)):
+        conv.bind(op.results[0], _sum_in_fp32(conv, op.operands[0], axis))
+        return
     if whole_axis in IDENTITIES:
         inits = [_identity(whole_axis, _slice_type(x, axis)) for x in inputs]
     else:
@@ -91,6 +114,42 @@ def convert_reduce(conv, op):
             conv.bind(old, materialize.narrow_byte(new) if was_bool else new)
         else:
             conv.bind(old, st.BoolBytes(new) if was_bool else new)
+
+
+def _is_half(elem: ir.Type) -> bool:
+    return isinstance(elem, (ir.F16Type, ir.BF16Type))
+
+
+def _fused_factors(conv, value: ir.Value) -> list | None:
+    """The two factors of `value` when it is a product of its own type used only by the sum, and products
+    may fuse into it; else None."""
+    product = defining_op(value)
+    if not conv.fp_fusion or product is None or product.name != "arith.mulf" or len(list(value.uses)) != 1:
+        return None
+    return list(product.operands)
+
+
+def _sum_in_fp32(conv, value: ir.Value, axis: int) -> ir.Value:
+    """The sum of the half-precision tensor `value` (TTIR) along `axis`, accumulated in fp32 and rounded
+    once to its type (see above)."""
+    half, f32 = element_type(value.type), ir.F32Type.get()
+    factors = _fused_factors(conv, value)
+    inputs = [conv.concrete(v) for v in factors or [value]]
+    kept = [n for d, n in enumerate(shape_of(value.type)) if d != axis]
+    init = _identity("arith.addf", ir.RankedTensorType.get(kept, f32))
+    sum_op = _reduction(inputs, [init], axis)
+    block = sum_op.regions[0].blocks.append(*[element_type(x.type) for x in inputs], f32)
+    with ir.InsertionPoint(block):
+        wide = [arith.ExtFOp(f32, x).result for x in block.arguments[:-1]]
+        term = wide[0] if len(wide) == 1 else arith.MulFOp(wide[0], wide[1]).result
+        linalg.YieldOp([arith.AddFOp(block.arguments[-1], term, fastmath=ir.Attribute.parse(REASSOCIATE)).result])
+    total = sum_op.results[0]
+    if not kept:
+        total = tensor.ExtractOp(total, []).result
+    rounded = arith.TruncFOp(ir.RankedTensorType.get(kept, half) if kept else half, total).result
+    if conv.fp_fusion:
+        conv.wide_sums[rounded] = total
+    return rounded
 
 
 def _reduction(inputs: list[ir.Value], inits: list[ir.Value], axis: int) -> linalg.GenericOp:
@@ -140,7 +199,6 @@ def _identity(name: str, result_type: ir.Type) -> ir.Value:
 def _allow_reassociation(block: ir.Block) -> None:
     """Triton fixes no order for reductions (GPUs reduce in trees); saying so lets LLVM vectorise float
     reductions instead of summing one element after the other."""
-    reassoc = ir.Attribute.parse("#arith.fastmath<reassoc>")
     for op in block.operations:
         if "fastmath" in op.attributes:
-            op.attributes["fastmath"] = reassoc
+            op.attributes["fastmath"] = ir.Attribute.parse(REASSOCIATE)

@@ -83,3 +83,69 @@ def test_reductions_of_boolean_tensors(target):
     assert parity.item() == bool(x.sum().item() % 2)
     assert torch.equal(arg, x.argmax(1).int())
     assert torch.equal(rows, x.bool().any(1))
+
+
+@triton.jit
+def half_row_sum_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + row, tl.sum(x, axis=0))
+
+
+def _ulps(got: torch.Tensor, exact: torch.Tensor) -> torch.Tensor:
+    """How many units in the last place of `got`'s type it is from `exact` (float64)."""
+    ulp = torch.finfo(got.dtype).eps * exact.abs().clamp_min(torch.finfo(got.dtype).tiny)
+    return (got.double() - exact).abs() / ulp
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_sums_accumulate_in_fp32(target, dtype):
+    """Rounded once, at the end (to_linalg/reduce.py): within one unit of the exact sum. A bf16 running sum
+    of these 1,000 terms near 4 would be off by hundreds of units."""
+    x = (torch.randn(6, 1000) * 0.5 + 4).to(dtype)
+    out = torch.empty(6, dtype=dtype)
+    half_row_sum_kernel[(6,)](x, out, 1000, BLOCK=1024)
+    assert _ulps(out, x.double().sum(1)).max() <= 1
+
+
+@triton.jit
+def gemv_kernel(y_ptr, a_ptr, x_ptr, m, n, stride_am, BM: tl.constexpr, BN: tl.constexpr):
+    """triton-cpu's bf16 GEMV tutorial, masked for ragged sizes."""
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    acc = tl.zeros((BM,), dtype=tl.float32)
+    for start in range(0, n, BN):
+        cols = start + rn
+        a = tl.load(a_ptr + rm[:, None] * stride_am + cols[None, :], mask=(rm[:, None] < m) & (cols[None, :] < n),
+                    other=0.0)
+        x = tl.load(x_ptr + cols, mask=cols < n, other=0.0)
+        acc += tl.sum(a * x[None, :], axis=1)
+    tl.store(y_ptr + rm, acc.to(tl.bfloat16), mask=rm < m)
+
+
+def _gemv(a, x, **options):
+    m, n = a.shape
+    y = torch.empty(m, dtype=a.dtype)
+    gemv_kernel[(triton.cdiv(m, 16),)](y, a, x, m, n, a.stride(0), BM=16, BN=64, **options)
+    return y
+
+
+def test_a_bf16_gemv_gives_torchs_results(target):
+    """The products fuse into the fp32 sum unrounded and the sum joins the fp32 accumulator unrounded, as
+    fp fusion (on by default) allows: torch's bf16 GEMV, which accumulates in fp32, gives the same bf16."""
+    a, x = torch.randn(37, 200, dtype=torch.bfloat16), torch.randn(200, dtype=torch.bfloat16)
+    y = _gemv(a, x)
+    assert _ulps(y, a.double() @ x.double()).max() <= 1
+    assert (y == torch.mv(a, x)).float().mean() >= 0.97
+
+
+def test_without_fp_fusion_a_bf16_gemv_keeps_every_rounding(target):
+    """enable_fp_fusion=False: each product rounded to bf16, each block's sum too, as the types say."""
+    a, x = torch.randn(37, 200, dtype=torch.bfloat16), torch.randn(200, dtype=torch.bfloat16)
+    y = _gemv(a, x, enable_fp_fusion=False)
+    products = (a * x).float()     # torch rounds each product to bf16
+    blocks = [products[:, s:s + 64].sum(1).to(torch.bfloat16).float() for s in range(0, 200, 64)]
+    expected = torch.stack(blocks).sum(0).to(torch.bfloat16)
+    assert (y.float() - expected.float()).abs().max() <= 2 * torch.finfo(torch.bfloat16).eps * expected.abs().max()
+    assert not torch.equal(y, _gemv(a, x))

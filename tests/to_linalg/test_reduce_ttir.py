@@ -113,3 +113,71 @@ CHECK-NEXT: %[[SQ:.*]] = arith.mulf %[[IN]], %[[IN]]
 CHECK-NEXT: arith.addf %[[ACC]], %[[SQ]]
 """)
     assert text.count("linalg.generic") == 1
+
+
+@pytest.mark.parametrize("elem", ["bf16", "f16"])
+def test_half_precision_sums_accumulate_in_fp32_and_round_once(tmp_path, elem):
+    filecheck(converted(reduce_module(elem, one_op("arith.addf", elem)), tmp_path), f"""
+CHECK: arith.constant -0.000000e+00 : f32
+CHECK: linalg.generic {{{{.*}}}}["reduction"]{{{{.*}}}} ins(%{{{{.*}}}} : tensor<16x{elem}>) outs(%{{{{.*}}}} : tensor<f32>)
+CHECK-NEXT: ^bb0(%[[IN:.*]]: {elem}, %[[ACC:.*]]: f32):
+CHECK-NEXT: %[[WIDE:.*]] = arith.extf %[[IN]] : {elem} to f32
+CHECK-NEXT: arith.addf %[[ACC]], %[[WIDE]] fastmath<reassoc> : f32
+CHECK: arith.truncf %{{{{.*}}}} : f32 to {elem}
+""")
+
+
+PRODUCTS = reduce_module("bf16", one_op("arith.addf", "bf16"), before="%x2 = arith.mulf %x, %x : tensor<16xbf16>")
+
+
+def test_half_precision_products_fuse_unrounded_into_their_sum(tmp_path):
+    filecheck(converted(PRODUCTS, tmp_path), """
+CHECK: linalg.generic {{.*}}["reduction"]{{.*}} ins(%[[X:.*]], %[[X]] : tensor<16xbf16>, tensor<16xbf16>)
+CHECK-NEXT: ^bb0(%[[A:.*]]: bf16, %[[B:.*]]: bf16, %[[ACC:.*]]: f32):
+CHECK-NEXT: %[[WA:.*]] = arith.extf %[[A]] : bf16 to f32
+CHECK-NEXT: %[[WB:.*]] = arith.extf %[[B]] : bf16 to f32
+CHECK-NEXT: %[[P:.*]] = arith.mulf %[[WA]], %[[WB]] : f32
+CHECK-NEXT: arith.addf %[[ACC]], %[[P]]
+""")
+
+
+def test_without_fp_fusion_the_products_are_rounded_first(tmp_path):
+    text = PRODUCTS.replace("module {", "module attributes {spine.no_fp_fusion} {", 1)
+    filecheck(converted(text, tmp_path), """
+CHECK: arith.mulf %{{.*}}, %{{.*}} : tensor<16xbf16>
+CHECK: linalg.generic {{.*}}["reduction"]{{.*}} ins(%{{.*}} : tensor<16xbf16>) outs(%{{.*}} : tensor<f32>)
+CHECK-NEXT: ^bb0(%[[IN:.*]]: bf16, %[[ACC:.*]]: f32):
+CHECK-NEXT: arith.extf %[[IN]] : bf16 to f32
+""")
+
+
+WIDENED = """
+module {
+  tt.func public @k(%p: !tt.ptr<bf16>, %q: !tt.ptr<f32>) {
+    %r = tt.make_range {end = 16 : i32, start = 0 : i32} : tensor<16xi32>
+    %s = tt.splat %p : !tt.ptr<bf16> -> tensor<16x!tt.ptr<bf16>>
+    %ptrs = tt.addptr %s, %r : tensor<16x!tt.ptr<bf16>>, tensor<16xi32>
+    %x = tt.load %ptrs : tensor<16x!tt.ptr<bf16>>
+    %v = "tt.reduce"(%x) <{axis = 0 : i32}> ({
+    ^bb0(%a: bf16, %b: bf16):
+      %c = arith.addf %a, %b : bf16
+      tt.reduce.return %c : bf16
+    }) : (tensor<16xbf16>) -> bf16
+    %w = arith.extf %v : bf16 to f32
+    tt.store %q, %w : !tt.ptr<f32>
+    tt.return
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+def test_a_sum_widened_back_to_fp32_is_not_rounded_between(tmp_path, fusion):
+    text = WIDENED if fusion else WIDENED.replace("module {", "module attributes {spine.no_fp_fusion} {", 1)
+    stored = "%[[TOTAL]]" if fusion else "%[[WIDE]]"
+    filecheck(converted(text, tmp_path), f"""
+CHECK: %[[TOTAL:.*]] = tensor.extract %{{{{.*}}}}[] : tensor<f32>
+CHECK: %[[NARROW:.*]] = arith.truncf %[[TOTAL]] : f32 to bf16
+{"CHECK-NOT: arith.extf %[[NARROW]]" if fusion else "CHECK: %[[WIDE:.*]] = arith.extf %[[NARROW]] : bf16 to f32"}
+CHECK: memref.store {stored}
+""")
