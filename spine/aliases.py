@@ -11,7 +11,8 @@ spine.proton.triton_api.install, which lets `proton.start(..., backend="cpu")` r
 that of `triton.profiler.proton` with complete_command_module, spine-triton's spelling of the API), and
 that of `triton.runtime.driver` with spine.triton_backend.driver_choice.install (triton-cpu's
 `set_active_to_cpu()`), and that of `triton.testing` with spine.triton_backend.testing_api.install
-(triton-cpu's `do_bench(..., measure_time_with_hooks=True)`).
+(triton-cpu's `do_bench(..., measure_time_with_hooks=True)`), and that of Inductor's lowerings
+with spine.inductor.decompositions.install (torch.compile's matrix products on Spine's riscv64 target).
 """
 from __future__ import annotations
 
@@ -38,11 +39,12 @@ ALIASES = {
 }
 PACKAGES = ("spine.triton_backend", "spine.language.smt", "spine.language.cpu", "spine.proton")
 
-# triton modules whose import is followed by a hook of ours: module → "spine module:function"
+# modules (triton's, Inductor's) whose import is followed by a hook of ours: module → "spine module:function"
 FOLLOWED = {"triton.profiler": "spine.proton.triton_api:install",
             "triton.profiler.proton": "spine.proton.triton_api:complete_command_module",
             "triton.runtime.driver": "spine.triton_backend.driver_choice:install",
-            "triton.testing": "spine.triton_backend.testing_api:install"}
+            "triton.testing": "spine.triton_backend.testing_api:install",
+            "torch._inductor.lowering": "spine.inductor.decompositions:install"}
 
 
 def _run_hook(spec: str) -> None:

@@ -110,6 +110,9 @@ class CPUDriver(DriverBase):
         self.utils = CPUUtils(self)
         self.launcher_cls = make_launcher
         self.device_interface = CPUDeviceInterface()
+        # torch.compile's matrix products and attention through Spine even on the host target
+        # (spine/inductor/decompositions.py); spine.inductor.enable() sets it
+        self.products_through_inductor = False
         _give_torch_cpu_gpu_style_calls(self)
 
     @property

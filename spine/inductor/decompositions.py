@@ -3,7 +3,13 @@ Spine's Triton kernels (spine/inductor/matmul.py) when `cpu_backend == "triton"`
 
 Each entry first offers the operation to Inductor's own decomposition (its small-matrix special cases turn
 into pointwise products and reductions, which it generates Triton kernels for), and only otherwise calls
-the Triton matmul. Other devices and the C++ CPU backend see Inductor's table unchanged."""
+the Triton matmul. Other devices and the C++ CPU backend see Inductor's table unchanged.
+
+They take an operation when Inductor's cpu_backend is "triton" and Spine's driver is the active one, and
+its target is not this host (the riscv64 target: ATen's matmul would be x86 code) or spine.inductor.enable()
+chose the driver. On the host target without enable(), matrix products stay ATen's, which are native there.
+The table entries are added when Inductor's lowerings are imported (spine/aliases.py follows
+it), so a user who sets cpu_backend and the driver by hand needs nothing more."""
 import math
 
 import torch
@@ -15,8 +21,25 @@ from .matmul import matmul
 aten = torch.ops.aten
 
 
+def routing() -> str:
+    """Where CPU matrix products go now: "spine:<target>" or "aten" (also a part of Inductor's cache keys,
+    cache_key.py)."""
+    if inductor_config.cpu_backend != "triton":
+        return "aten"
+    from triton.runtime import driver
+
+    from ..driver import CPUDriver
+    try:
+        active = driver.active
+    except RuntimeError:    # no driver chosen and no GPU to default to
+        return "aten"
+    if isinstance(active, CPUDriver) and (active.products_through_inductor or active.target.name != "host"):
+        return f"spine:{active.target.name}"
+    return "aten"
+
+
 def _ours(*tensors):
-    return (inductor_config.cpu_backend == "triton"
+    return (routing() != "aten"
             and all(t.device.type == "cpu" and t.dtype in (torch.float32, torch.float16, torch.bfloat16)
                     for t in tensors))
 
@@ -83,7 +106,9 @@ _TABLE = {
 
 
 def install():
-    """Adds the entries to Inductor's decomposition table (idempotent)."""
+    """Adds the entries to Inductor's decomposition table, and the cache key they need (idempotent)."""
+    from . import cache_key
+    cache_key.install()
     # Inductor's lowerings assert at import that no op has both a decomposition and a fallback (attention
     # has a fallback): import them first. A fallback only serves ops that reach lowering undecomposed.
     import torch._inductor.lowering  # noqa: F401
