@@ -5,8 +5,9 @@ run_tutorial.py). Each runs in a process of its own, as a newcomer runs it.
 Under QEMU: 01, 02 and 04. 03 autotunes a 512^3 fp16 product over its configurations and 05 checks a
 1151 x 8192 layer norm, minutes each in emulation. 05 stops, as written, at its fp16 check against torch's
 own CPU backward, which is off by more than the check allows: layer_norm_reference.py shows that against
-float64. 06's checks are a pytest function (test_op) and 07 asserts CUDA tensors. 08 reads a table of the
-tensors' addresses: only where kernels run in this process (the host)."""
+float64. 06's checks are a pytest function, test_op, which run_attention_test.py calls on both targets; 07
+asserts CUDA tensors. 08 reads a table of the tensors' addresses: only where kernels run in this process
+(the host)."""
 import os
 import subprocess
 import sys
@@ -17,7 +18,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TUTORIALS = os.path.join(ROOT, "..", "shared", "conformance", "triton-tutorials")
 
-pytestmark = pytest.mark.skipif(not os.path.isdir(TUTORIALS), reason=f"{TUTORIALS} is not on this machine")
+needs_tutorials = pytest.mark.skipif(not os.path.isdir(TUTORIALS), reason=f"{TUTORIALS} is not on this machine")
+# triton-cpu's own CPU tutorials (python/tutorials of a triton-lang/triton-cpu checkout), run as written: they
+# are not among the conformance material beside the project, so they run where a checkout is named
+TRITON_CPU_TUTORIALS = os.environ.get("SPINE_TRITON_CPU_TUTORIALS", "")
 
 
 # 08's second benchmark multiplies M x 8192 x 8192 fp16 matrices in four groups, sizes fixed inside its
@@ -25,15 +29,16 @@ pytestmark = pytest.mark.skipif(not os.path.isdir(TUTORIALS), reason=f"{TUTORIAL
 SKIPPED_PLOTS = "group-gemm-performance-m-8192-k-8192"
 
 
-def _run(script: str, tutorial: str, tmp_path, *args) -> str:
+def _run(script: str, tutorial: str, tmp_path, *args, directory: str = TUTORIALS, **env_vars) -> str:
     env = dict(os.environ, TUTORIAL_OUTPUT=str(tmp_path), PYTHONPATH=os.pathsep.join([ROOT, HERE]),
-               TUTORIAL_SKIP_PLOTS=SKIPPED_PLOTS)
-    done = subprocess.run([sys.executable, os.path.join(HERE, script), os.path.join(TUTORIALS, tutorial), *args],
+               TUTORIAL_SKIP_PLOTS=SKIPPED_PLOTS, **env_vars)
+    done = subprocess.run([sys.executable, os.path.join(HERE, script), os.path.join(directory, tutorial), *args],
                           capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     return done.stdout
 
 
+@needs_tutorials
 @pytest.mark.parametrize("tutorial,target,expected", [
     ("01-vector-add.py", "host", "The maximum difference between torch and triton is 0.0"),
     ("02-fused-softmax.py", "host", "softmax-performance"),
@@ -51,6 +56,34 @@ def test_a_tutorial_runs_to_its_end(tutorial, target, expected, tmp_path):
         assert "✅ Triton and Torch match" in out and "❌" not in out
 
 
+@needs_tutorials
 def test_the_layer_norm_tutorial_is_right_against_float64(tmp_path):
     out = _run("layer_norm_reference.py", "05-layer-norm.py", tmp_path)
     assert "spine against float64" in out and "layer-norm-backward" in out, out[-2000:]
+
+
+@pytest.mark.skipif(not os.path.isdir(TRITON_CPU_TUTORIALS),
+                    reason="SPINE_TRITON_CPU_TUTORIALS names no triton-cpu python/tutorials directory")
+@pytest.mark.parametrize("tutorial,expected", [
+    ("02-fused-softmax-cpu.py", "softmax-performance"),
+    ("03-matrix-multiplication-cpu.py", "✅ TritonCPU and TorchCPU match"),
+    ("matrix-vector-multiplication.py", "✅ TritonCPU and TorchCPU match"),
+    ("matrix-vector-multiplication-bf16.py", "✅ TritonCPU and TorchCPU match"),
+    ("cpu-blocked-matmul.py", "✅ TritonCPU pre-packed and TorchCPU match"),
+    ("cpu-sfc-matmul.py", "✅ TritonCPU pre-packed SFC and TorchCPU match"),
+])
+def test_a_triton_cpu_tutorial_runs_as_written(tutorial, expected, tmp_path):
+    """Not even the one line: they call triton.runtime.driver.set_active_to_cpu() themselves, launch with
+    num_cpu_threads= / num_threads= / assume_in_bounds= and time with do_bench(measure_time_with_hooks=...)."""
+    out = _run("run_tutorial.py", tutorial, tmp_path, "host", directory=TRITON_CPU_TUTORIALS,
+               TUTORIAL_AS_WRITTEN="1")
+    assert expected in out and "❌" not in out, out[-2000:]
+
+
+@needs_tutorials
+@pytest.mark.parametrize("target", ["host", "riscv64"])
+def test_the_fused_attention_tutorials_own_check(target, tmp_path):
+    """06's test_op, backward (which checks the forward too; its fp16 forward case skips itself for that
+    reason), causal, at the smallest of its own sizes: Z 1, H 2, N_CTX 128, HEAD_DIM 64."""
+    out = _run("run_attention_test.py", "06-fused-attention.py", tmp_path, target, "bwd", "causal", "triton-fp16")
+    assert "test_op bwd causal=True triton-fp16: passed" in out, out[-2000:]
