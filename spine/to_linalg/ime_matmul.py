@@ -127,17 +127,33 @@ def _gather_pack(panel, source, rows_are_x: bool, extent: int, k: int, k_tiles: 
     tile_type = ir.VectorType.get([TILE_BYTES], ir.IntegerType.get_signless(8))
     zeros = _constant_vector([0] * TILE_BYTES, ir.IntegerType.get_signless(8))
 
-    def tile_row(xt, _):
-        def tile(t, _):
-            x0, k0 = mul(xt, TILE), mul(t, STEP)
+    all_lanes = _constant_vector([1] * TILE_BYTES, ir.IntegerType.get_signless(1))
+
+    def tile(xt, t, masked: bool):
+        x0, k0 = mul(xt, TILE), mul(t, STEP)
+        mask = all_lanes
+        if masked:
             left_x = arith.IndexCastOp(i32, im.as_value(add(im.const(extent), mul(x0, -1)))).result
             left_k = arith.IndexCastOp(i32, im.as_value(add(im.const(k), mul(k0, -1)))).result
             mask = arith.AndIOp(_lanes_below(x_of_lane, left_x), _lanes_below(k_of_lane, left_k)).result
-            start = add(mul(x0, cols), k0) if rows_are_x else add(mul(k0, cols), x0)
-            values = vector.GatherOp(tile_type, flat, [im.as_value(start)], offset_vector, mask, zeros).result
-            vector.StoreOp(values, panel, [_tile_at(xt, t, k_tiles)])
-        loop(0, k_tiles, 1, tile)
-    loop(0, padded // TILE, 1, tile_row)
+        start = add(mul(x0, cols), k0) if rows_are_x else add(mul(k0, cols), x0)
+        values = vector.GatherOp(tile_type, flat, [im.as_value(start)], offset_vector, mask, zeros).result
+        vector.StoreOp(values, panel, [_tile_at(xt, t, k_tiles)])
+
+    # The sizes are known here: the tiles wholly inside the matrix (nearly all) need no mask, which LLVM
+    # then leaves out (an unmasked indexed load); only the last row and k tiles compute one.
+    whole_x, whole_k = extent // TILE, k // STEP
+    for x_lo, x_hi in ((0, whole_x), (whole_x, padded // TILE)):
+        for k_lo, k_hi in ((0, whole_k), (whole_k, k_tiles)):
+            if x_lo < x_hi and k_lo < k_hi:
+                _tiles(x_lo, x_hi, k_lo, k_hi, tile, masked=x_lo == whole_x or k_lo == whole_k)
+
+
+def _tiles(x_lo: int, x_hi: int, k_lo: int, k_hi: int, tile, masked: bool) -> None:
+    """tile(xt, t, masked) for the tile rows xt in [x_lo, x_hi) and k tiles t in [k_lo, k_hi), as loops."""
+    def row(xt, _):
+        loop(k_lo, k_hi, 1, lambda t, _: tile(xt, t, masked))
+    loop(x_lo, x_hi, 1, row)
 
 
 def _constant_vector(values: list, element: ir.Type) -> ir.Value:
