@@ -111,9 +111,9 @@ def _pack(panel, index, source, extent: int, k: int, k_tiles: int, padded: int) 
 
 
 def _gather_pack(panel, source, rows_are_x: bool, extent: int, k: int, k_tiles: int, padded: int) -> None:
-    """_pack for a plain row-major matrix, a tile at a time: one masked gather of the tile's 32 bytes
-    (RVV's indexed load) from fixed offsets, the mask cutting what lies past the matrix (those lanes read
-    nothing and are zero), then one store. `rows_are_x`: tile rows x run along the matrix's rows (A), else
+    """_pack for a plain row-major matrix, a tile at a time: one gather of the tile's 32 bytes (RVV's
+    indexed load) from fixed offsets, then one store; at the matrix's edges a mask cuts what lies past it
+    (those lanes read nothing and are zero). `rows_are_x`: tile rows x run along the matrix's rows (A), else
     along its columns (B, whose tiles hold 4 of its columns)."""
     shape = ir.MemRefType(source.type).shape
     cols = shape[1]
