@@ -12,7 +12,7 @@ that of `triton.profiler.proton` with complete_command_module, spine-triton's sp
 that of `triton.runtime.driver` with spine.triton_backend.driver_choice.install (triton-cpu's
 `set_active_to_cpu()`), and that of `triton.testing` with spine.triton_backend.testing_api.install
 (triton-cpu's `do_bench(..., measure_time_with_hooks=True)`), and that of Inductor's lowerings
-with spine.inductor.decompositions.install (torch.compile's matrix products on Spine's riscv64 target).
+with spine.inductor.install (torch.compile's matrix products on Spine's riscv64 target).
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ FOLLOWED = {"triton.profiler": "spine.proton.triton_api:install",
             "triton.profiler.proton": "spine.proton.triton_api:complete_command_module",
             "triton.runtime.driver": "spine.triton_backend.driver_choice:install",
             "triton.testing": "spine.triton_backend.testing_api:install",
-            "torch._inductor.lowering": "spine.inductor.decompositions:install"}
+            "torch._inductor.lowering": "spine.inductor:install"}
 
 
 def _run_hook(spec: str) -> None:

@@ -9,6 +9,14 @@ as a Spine kernel.
 from .. import switches
 
 
+def install():
+    """The decompositions and the cache key they need (idempotent): run when Inductor's lowerings are
+    imported (spine/aliases.py), and by enable()."""
+    from . import cache_key, decompositions
+    decompositions.install()
+    cache_key.install()
+
+
 def enable(target=None):
     """Turns torch.compile on CPU tensors into Spine kernels, for `target` ("riscv64" or "host"; default
     SPINE_TARGET, itself defaulting to riscv64)."""
@@ -16,7 +24,6 @@ def enable(target=None):
     import triton
 
     from spine.driver import CPUDriver
-    from . import decompositions
 
     if target is not None:
         # Inductor's compile workers are separate processes: they read the target from the environment
@@ -25,4 +32,4 @@ def enable(target=None):
     driver.products_through_inductor = True      # on the host target too (decompositions.py)
     triton.runtime.driver.set_active(driver)
     inductor_config.cpu_backend = "triton"
-    decompositions.install()
+    install()

@@ -8,8 +8,9 @@ the Triton matmul. Other devices and the C++ CPU backend see Inductor's table un
 They take an operation when Inductor's cpu_backend is "triton" and Spine's driver is the active one, and
 its target is not this host (the riscv64 target: ATen's matmul would be x86 code) or spine.inductor.enable()
 chose the driver. On the host target without enable(), matrix products stay ATen's, which are native there.
-The table entries are added when Inductor's lowerings are imported (spine/aliases.py follows
-it), so a user who sets cpu_backend and the driver by hand needs nothing more."""
+The table entries are added when Inductor's lowerings are imported (spine/aliases.py follows it, and
+spine.inductor.install adds them and their cache key, cache_key.py), so a user who sets cpu_backend and
+the driver by hand needs nothing more."""
 import math
 
 import torch
@@ -106,9 +107,7 @@ _TABLE = {
 
 
 def install():
-    """Adds the entries to Inductor's decomposition table, and the cache key they need (idempotent)."""
-    from . import cache_key
-    cache_key.install()
+    """Adds the entries to Inductor's decomposition table (idempotent)."""
     # Inductor's lowerings assert at import that no op has both a decomposition and a fallback (attention
     # has a fallback): import them first. A fallback only serves ops that reach lowering undecomposed.
     import torch._inductor.lowering  # noqa: F401

@@ -119,7 +119,8 @@ CHECK-NEXT: arith.addf %[[ACC]], %[[SQ]]
 def test_half_precision_sums_accumulate_in_fp32_and_round_once(tmp_path, elem):
     filecheck(converted(reduce_module(elem, one_op("arith.addf", elem)), tmp_path), f"""
 CHECK: arith.constant -0.000000e+00 : f32
-CHECK: linalg.generic {{{{.*}}}}["reduction"]{{{{.*}}}} ins(%{{{{.*}}}} : tensor<16x{elem}>) outs(%{{{{.*}}}} : tensor<f32>)
+CHECK: linalg.generic {{{{.*}}}}["reduction"]
+CHECK-SAME: ins(%{{{{.*}}}} : tensor<16x{elem}>) outs(%{{{{.*}}}} : tensor<f32>)
 CHECK-NEXT: ^bb0(%[[IN:.*]]: {elem}, %[[ACC:.*]]: f32):
 CHECK-NEXT: %[[WIDE:.*]] = arith.extf %[[IN]] : {elem} to f32
 CHECK-NEXT: arith.addf %[[ACC]], %[[WIDE]] fastmath<reassoc> : f32
