@@ -5,7 +5,7 @@ run_tutorial.py). Each runs in a process of its own, as a newcomer runs it.
 Under QEMU: 01, 02 and 04. 03 autotunes a 512^3 fp16 product over its configurations and 05 checks a
 1151 x 8192 layer norm, minutes each in emulation. 05 stops, as written, at its fp16 check against torch's
 own CPU backward, which is off by more than the check allows: layer_norm_reference.py shows that against
-float64. 06's checks are a pytest function, test_op, which run_attention_test.py calls on both targets; 07
+float64. 06's checks are a pytest function, test_op, which attention_check.py calls on both targets; 07
 asserts CUDA tensors. 08 reads a table of the tensors' addresses: only where kernels run in this process
 (the host)."""
 import os
@@ -85,5 +85,5 @@ def test_a_triton_cpu_tutorial_runs_as_written(tutorial, expected, tmp_path):
 def test_the_fused_attention_tutorials_own_check(target, tmp_path):
     """06's test_op, backward (which checks the forward too; its fp16 forward case skips itself for that
     reason), causal, at the smallest of its own sizes: Z 1, H 2, N_CTX 128, HEAD_DIM 64."""
-    out = _run("run_attention_test.py", "06-fused-attention.py", tmp_path, target, "bwd", "causal", "triton-fp16")
+    out = _run("attention_check.py", "06-fused-attention.py", tmp_path, target, "bwd", "causal", "triton-fp16")
     assert "test_op bwd causal=True triton-fp16: passed" in out, out[-2000:]

@@ -2,7 +2,7 @@
 attention in fp16), at the smallest of its own sizes, with the one line a CPU needs. The module is run
 under its own name rather than as __main__: its benchmark stays out.
 
-    python tests/tutorials/run_attention_test.py 06-fused-attention.py TARGET MODE CAUSAL PROVIDER
+    python tests/tutorials/attention_check.py 06-fused-attention.py TARGET MODE CAUSAL PROVIDER
 
 (`test_op` skips fwd for triton-fp16 by design, the backward check runs the forward too; triton-fp8 is its
 fp8 forward.)
