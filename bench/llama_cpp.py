@@ -55,6 +55,10 @@ COMMON = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_SERVE
           "-DGGML_OPENMP=OFF", "-DLLAMA_OPENSSL=OFF"]
 
 
+class SourceUnavailable(RuntimeError):
+    """llama.cpp's source could not be fetched (no package index reachable)."""
+
+
 def root() -> str:
     return os.path.join(cache_dir(), "llama.cpp")
 
@@ -68,8 +72,10 @@ def source() -> str:
     download = os.path.join(root(), "sdist")
     os.makedirs(download, exist_ok=True)
     if not glob.glob(os.path.join(download, "*.tar.gz")):
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                        "-d", download, SDIST], check=True)
+        fetched = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+                                  "-d", download, SDIST], capture_output=True, text=True)
+        if fetched.returncode:
+            raise SourceUnavailable(f"pip could not fetch the {SDIST} sdist:\n{fetched.stderr[-2000:]}")
     archive, = glob.glob(os.path.join(download, "*.tar.gz"))
     partial = src + ".partial"
     with tarfile.open(archive) as tar:

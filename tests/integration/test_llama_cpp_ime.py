@@ -23,7 +23,10 @@ import llama_cpp  # noqa: E402
 
 @pytest.fixture(scope="module")
 def ggml():
-    return llama_cpp.build_libraries("riscv64-ime")
+    try:
+        return llama_cpp.build_libraries("riscv64-ime")
+    except llama_cpp.SourceUnavailable as err:   # a machine without a package index: nothing to build from
+        pytest.skip(str(err))
 
 
 def vmadots(k: int, n: int, rows) -> int:
