@@ -63,6 +63,11 @@ def root() -> str:
     return os.path.join(cache_dir(), "llama.cpp")
 
 
+def _zig_env() -> dict:
+    """The environment zig runs in here: its cache beside the builds."""
+    return dict(os.environ, ZIG_GLOBAL_CACHE_DIR=os.path.join(root(), "zig-cache"))
+
+
 def source() -> str:
     """The vendored llama.cpp of the sdist, unpacked once."""
     src = os.path.join(root(), "src")
@@ -279,7 +284,7 @@ def _emulation_objects(directory: str) -> list:
         obj = os.path.join(directory, name[:-2] + ".o")
         subprocess.run([zig_binary(), "cc", "-target", ZIG_RISCV_TARGET, ZIG_RISCV_SCALAR_CPU, "-O2", "-c",
                         f"-I{directory}", os.path.join(directory, name), "-o", obj], check=True,
-                       env=dict(os.environ, ZIG_GLOBAL_CACHE_DIR=os.path.join(root(), "zig-cache")))
+                       env=_zig_env())
         objects.append(obj)
     return objects
 
@@ -334,7 +339,7 @@ def _build(target: str, products: tuple) -> str:
                 os.remove(_product(out, t))
     if all(os.path.exists(_product(out, p)) for p in products):
         return out
-    env = dict(os.environ, ZIG_GLOBAL_CACHE_DIR=os.path.join(root(), "zig-cache"))
+    env = _zig_env()
     subprocess.run(["cmake", "-S", tree, "-B", out] + configure_args(target, out), check=True, env=env)
     if target == "riscv64-ime":
         with open(os.path.join(out, "CMakeCache.txt")) as f:
@@ -359,13 +364,18 @@ def build_libraries(target: str) -> str:
     return _build(target, LIBRARIES)
 
 
-def qemu_command(target: str, tool: str, *args: str) -> tuple[list, dict]:
-    """(argv, environment) that run llama.cpp's `tool` of a riscv64 build under QEMU, on Spine's QEMU CPU
-    (VLEN 256, K1's)."""
+def _under_qemu(program: str, args, ime: bool) -> tuple[list, dict]:
+    """(argv, environment) that run the guest `program` under QEMU on Spine's QEMU CPU (VLEN 256, K1's),
+    with IME_ENV for a program built with SpacemiT's kernels."""
     from spine import switches
     from spine.driver.qemu import qemu_binary
-    env = dict(os.environ, **(IME_ENV if target == "riscv64-ime" else {}))
-    return [qemu_binary(), "-cpu", switches.QEMU_CPU.default, os.path.join(build(target), tool), *args], env
+    return ([qemu_binary(), "-cpu", switches.QEMU_CPU.default, program, *map(str, args)],
+            dict(os.environ, **(IME_ENV if ime else {})))
+
+
+def qemu_command(target: str, tool: str, *args: str) -> tuple[list, dict]:
+    """(argv, environment) that run llama.cpp's `tool` of a riscv64 build under QEMU."""
+    return _under_qemu(os.path.join(build(target), tool), args, target == "riscv64-ime")
 
 
 # (K, N) of SmolLM2-135M's weights: q and o, k and v, gate and up, down
@@ -397,13 +407,11 @@ def ime_matmul_check(k: int, n: int, rows: tuple) -> dict:
         subprocess.run([os.path.join(out, "zig", "zig-c++"), "-O2", "-std=c++17",
                         f"-I{os.path.join(source(), 'ggml', 'include')}", source_path, *libs, *objects, "-static",
                         "-lpthread", "-o", program], check=True,
-                       env=dict(os.environ, ZIG_GLOBAL_CACHE_DIR=os.path.join(root(), "zig-cache")))
+                       env=_zig_env())
         with open(key_path, "w") as f:
             f.write(h.hexdigest())
-    from spine import switches
-    from spine.driver.qemu import qemu_binary
-    proc = subprocess.run([qemu_binary(), "-cpu", switches.QEMU_CPU.default, program, str(k), str(n),
-                           *map(str, rows)], capture_output=True, text=True, env=dict(os.environ, **IME_ENV))
+    argv, env = _under_qemu(program, (k, n, *rows), ime=True)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
     log = proc.stdout + proc.stderr
     wrong = {int(m.group(1)): int(m.group(4)) for m in CHECKED.finditer(proc.stdout)}
     if proc.returncode not in (0, 1) or sorted(wrong) != sorted(rows):

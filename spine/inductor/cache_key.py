@@ -19,8 +19,8 @@ def cache_key_pass():
             pass
 
         def uuid(self):
-            files = get_hash_for_files(tuple(sorted(Path(__file__).parent.glob("*.py"))))
-            return f"{files.hex() if isinstance(files, bytes) else files}:{routing()}"
+            files = get_hash_for_files(tuple(sorted(Path(__file__).parent.glob("*.py"))))   # bytes
+            return f"{files.hex()}:{routing()}"
     return SpineSourceKey()
 
 

@@ -111,10 +111,10 @@ def _inherent_attributes(op) -> dict:
 
 @handles_dialects("arith.", "math.")
 def convert_elementwise(conv, op):
-    if op.operation.name == "arith.extf" and conv.concrete(op.operands[0]) in conv.wide_sums:
-        total = conv.wide_sums[conv.concrete(op.operands[0])]
-        if element_type(total.type) == element_type(op.results[0].type):   # widened back: not rounded
-            conv.bind(op.results[0], total)
+    if op.operation.name == "arith.extf":
+        total = conv.wide_sums.get(conv.concrete(op.operands[0]))
+        if total is not None and element_type(total.type) == element_type(op.results[0].type):
+            conv.bind(op.results[0], total)     # a half-precision sum widened back: not rounded between
             return
     state = None
     if isinstance(op.results[0].type if len(op.results) else None, ir.RankedTensorType):

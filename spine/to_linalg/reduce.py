@@ -53,10 +53,10 @@ IDEMPOTENT = {"arith.maxnumf", "arith.minnumf", "arith.maximumf", "arith.minimum
               "arith.maxui", "arith.minui", "arith.andi", "arith.ori"}
 
 
-def _slice_type(value: ir.Value, axis: int) -> ir.Type:
-    """The type of one slice across `axis`, the axis dropped."""
+def _slice_type(value: ir.Value, axis: int, elem: ir.Type | None = None) -> ir.Type:
+    """The type of one slice across `axis`, the axis dropped (of element type `elem`, default value's)."""
     shape = [n for d, n in enumerate(shape_of(value.type)) if d != axis]
-    return ir.RankedTensorType.get(shape, element_type(value.type))
+    return ir.RankedTensorType.get(shape, elem or element_type(value.type))
 
 
 def _slice(value: ir.Value, axis: int, start: int, size: int, drop_axis: bool) -> ir.Value:
@@ -135,8 +135,7 @@ def _sum_in_fp32(conv, value: ir.Value, axis: int) -> ir.Value:
     half, f32 = element_type(value.type), ir.F32Type.get()
     factors = _fused_factors(conv, value)
     inputs = [conv.concrete(v) for v in factors or [value]]
-    kept = [n for d, n in enumerate(shape_of(value.type)) if d != axis]
-    init = _identity("arith.addf", ir.RankedTensorType.get(kept, f32))
+    init = _identity("arith.addf", _slice_type(value, axis, f32))
     sum_op = _reduction(inputs, [init], axis)
     block = sum_op.regions[0].blocks.append(*[element_type(x.type) for x in inputs], f32)
     with ir.InsertionPoint(block):
@@ -144,9 +143,10 @@ def _sum_in_fp32(conv, value: ir.Value, axis: int) -> ir.Value:
         term = wide[0] if len(wide) == 1 else arith.MulFOp(wide[0], wide[1]).result
         linalg.YieldOp([arith.AddFOp(block.arguments[-1], term, fastmath=ir.Attribute.parse(REASSOCIATE)).result])
     total = sum_op.results[0]
-    if not kept:
-        total = tensor.ExtractOp(total, []).result
-    rounded = arith.TruncFOp(ir.RankedTensorType.get(kept, half) if kept else half, total).result
+    rounded_type = _slice_type(value, axis)
+    if not shape_of(rounded_type):
+        total, rounded_type = tensor.ExtractOp(total, []).result, half
+    rounded = arith.TruncFOp(rounded_type, total).result
     if conv.fp_fusion:
         conv.wide_sums[rounded] = total
     return rounded
