@@ -1,6 +1,7 @@
 """tl.dot matmul kernels on the host against torch: the tutorial-shaped kernel the tests use
 (tests/ops/test_dot.py, fp32, 512^3 and 1024^3 in several tiles; `make bench` runs 512^3 in 64 x 64 x 64
-tiles) and the linear-layer kernel Inductor calls for MiniLM (spine/inductor/matmul.py: x @ W^T + bias
+tiles), the same in int8 -> int32 (tests/ops/test_matrix_unit.py's, against torch._int_mm) and bf16 -> fp32
+(against torch.mm in bf16: oneDNN, on AMX where the CPU has it), and the linear-layer kernel Inductor calls for MiniLM (spine/inductor/matmul.py: x @ W^T + bias
 with W as nn.Linear keeps it, x of 130 and 264 rows, the tokens of bench/minilm.py's batches).
 
     .venv/bin/python bench/dot_matmul.py [--rounds N] [--threads T]
@@ -65,6 +66,30 @@ def tutorial(size: int, tile: int, bk: int):
 
 
 TUTORIAL_TILES = {512: [(64, 32), (64, 64), (128, 64)], 1024: [(64, 64), (128, 64)]}
+NARROW_TILES = [(64, 256), (128, 128)]       # int8 and bf16: (tile, BK)
+
+
+def narrow(dtype: torch.dtype, size: int, tile: int, bk: int):
+    """The tutorial kernel on int8 (exact against torch._int_mm) or bf16 inputs (fp32 sums, checked as fp32)."""
+    from tests.ops.test_dot import matmul_kernel as float_kernel
+    from tests.ops.test_matrix_unit import matmul_kernel as int_kernel
+    if dtype == torch.int8:
+        a, b = (torch.randint(-128, 128, (size, size), dtype=torch.int8) for _ in range(2))
+        c, kernel, reference = torch.empty(size, size, dtype=torch.int32), int_kernel, lambda: torch._int_mm(a, b)
+    else:
+        a, b = (torch.randn(size, size).bfloat16() for _ in range(2))
+        c, kernel, reference = torch.empty(size, size), float_kernel, lambda: torch.mm(a, b)
+    grid = (size // tile, size // tile)
+
+    def spine():
+        kernel[grid](a, b, c, size, size, size, size, 1, size, 1, size, 1, BM=tile, BN=tile, BK=bk)
+    spine()
+    if dtype == torch.int8:
+        assert torch.equal(c, torch._int_mm(a, b)), "Spine's int8 product is wrong"
+    else:
+        assert_within_summation_bound(c, a.float(), b.float())
+    name = "int8 -> int32" if dtype == torch.int8 else "bf16 -> fp32"
+    return f"tutorial kernel {name} {size}^3, {tile} x {tile} x {bk} tiles", spine, reference
 
 
 def linear(m: int, n: int, k: int):
@@ -84,6 +109,16 @@ def linear(m: int, n: int, k: int):
             lambda: torch.addmm(bias, x, w))
 
 
+def _instruction_sets() -> str:
+    """What the host target's products run on: the micro-kernel's instructions, and its matrix unit's."""
+    from spine.microkernels import MICROKERNELS, choose
+    from spine.targets import host_target
+    target = host_target()
+    kernel = choose(target.triple, target.cpu, target.features)
+    units = {MICROKERNELS[name].isa for name in (kernel.int8, kernel.bf16) if name}
+    return f"{target.cpu}: " + "; ".join([kernel.isa] + sorted(units))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=15)
@@ -95,7 +130,10 @@ def main():
     torch.set_num_threads(args.threads)
     clock = time.thread_time if args.threads == 1 else time.perf_counter
     cases = [tutorial(size, tile, bk) for size, tiles in TUTORIAL_TILES.items() for tile, bk in tiles]
+    cases += [narrow(dtype, size, tile, bk) for dtype in (torch.int8, torch.bfloat16) for size in (512, 1024)
+              for tile, bk in NARROW_TILES]
     cases += [linear(m, n, k) for m in (130, 264) for n, k in ((1536, 384), (384, 1536), (384, 384))]
+    print(f"Spine's micro-kernel here: {_instruction_sets()}")
     print(f"| kernel ({args.threads} thread{'s' if args.threads > 1 else ''}) | Spine | torch | torch / Spine |")
     print("|---|---|---|---|")
     for name, spine, reference in cases:

@@ -19,6 +19,9 @@ what fits the register file:
                  of `smt.vmadot`, 2 x 4 tiles (8 rows, 16 columns) per register block; its own emitter,
                  to_linalg/ime_matmul.py. A target's entry names it as its `int8` kernel ("rvv-ime": RVV for
                  every other type)
+    amx          Intel's AMX (Sapphire Rapids and later): int8 -> int32 and bf16 -> fp32 products on 16 x 16
+                 tiles of `tdpbssd` / `tdpbf16ps`, 2 x 2 tiles (32 rows, 32 columns) per register block; its
+                 own emitter, to_linalg/amx_matmul.py. "avx512-amx" names it for both types, AVX-512 for the rest
 
 `choose` is the only place that maps a target to an entry.
 
@@ -51,6 +54,7 @@ class MicroKernel:
     shuffle_transposes: bool = False  # tiles loaded across their source's rows are transposed in registers
                                       # (to_linalg/tile_copy.py): x86, whose only strided stores are scatters
     int8: str = ""     # the entry int8 x int8 -> int32 products use instead, on a target with a matrix unit
+    bf16: str = ""     # the entry bf16 x bf16 -> fp32 products use instead, likewise
     matrix_unit: bool = False  # computes on a matrix instruction's tiles (own emitter), not by outer products
 
     @property
@@ -75,6 +79,10 @@ MICROKERNELS = {mk.name: mk for mk in (
                 shuffle_transposes=True),
     MicroKernel("avx2", "AVX2 + FMA vfmadd231ps, 256-bit", 8, False, 6, 2, a_rows=True, min_rows=4,
                 shuffle_transposes=True),
+    MicroKernel("avx512-amx", "AVX-512F vfmadd231ps; int8 and bf16 products on AMX tiles", 16, False, 14, 2,
+                a_rows=True, min_rows=8, shuffle_transposes=True, int8="amx", bf16="amx"),
+    MicroKernel("amx", "Intel AMX tdpbssd / tdpbf16ps, 16x16 tiles, 2 x 2 per register block", 16, False, 32, 2,
+                matrix_unit=True),
     MicroKernel("sse", "SSE2 mulps + addps, 128-bit", 4, False, 4, 2, fma=False),
     MicroKernel("portable", "no vector unit: four-lane vectors LLVM splits into scalars", 4, False, 4, 2),
 )}
@@ -84,7 +92,8 @@ def choose(triple: str, cpu: str, features: str, matrix_unit: bool = True) -> Mi
     """The micro-kernel for code built for `triple`, `cpu` with LLVM `features` (an empty feature string
     means the CPU's own features; a RISC-V CPU not known to have V gets the portable kernel: scalable
     vectors on a CPU without V would not compile, fixed ones always do). K1's matrix unit needs its
-    instructions (XSMTVDot) and VLEN 256 known, and `matrix_unit` (the compile's option, SPINE_MATRIX_UNIT)."""
+    instructions (XSMTVDot) and VLEN 256 known, an x86 CPU's AMX its tile, int8 and bf16 features; both need
+    `matrix_unit` (the compile's option, SPINE_MATRIX_UNIT)."""
     from .targets import cpu_features
     enabled = cpu_features(triple, cpu, features)
     if triple.startswith("riscv64"):
@@ -94,7 +103,8 @@ def choose(triple: str, cpu: str, features: str, matrix_unit: bool = True) -> Mi
         return MICROKERNELS["rvv-ime" if ime else "rvv"]
     if triple.startswith(("x86_64", "i686")):
         if "+avx512f" in enabled:
-            return MICROKERNELS["avx512"]
+            amx = {"+amx-tile", "+amx-int8", "+amx-bf16"} <= enabled and matrix_unit
+            return MICROKERNELS["avx512-amx" if amx else "avx512"]
         if {"+avx2", "+fma"} <= enabled:
             return MICROKERNELS["avx2"]
         return MICROKERNELS["sse"]

@@ -33,6 +33,10 @@ _X86_CPU_LEVELS = {
     "sandybridge": "x86-64-v2", "ivybridge": "x86-64-v2", "westmere": "x86-64-v2", "nehalem": "x86-64-v2",
     "x86-64-v4": "x86-64-v4", "x86-64-v3": "x86-64-v3", "x86-64-v2": "x86-64-v2", "x86-64": "x86-64",
 }
+# What Spine's choices need to know of an x86 CPU's own features beyond its level: AMX (spine/microkernels.py).
+_AMX = ("+amx-tile", "+amx-int8", "+amx-bf16")
+X86_CPU_FEATURES = {"sapphirerapids": _AMX, "emeraldrapids": _AMX, "graniterapids": _AMX, "graniterapids-d": _AMX,
+                    "diamondrapids": _AMX}
 # RISC-V CPUs whose own features include V.
 RISCV_VECTOR_CPUS = ("spacemit-x60", "sifive-x280", "sifive-x390", "sifive-p470", "sifive-p670", "sifive-p870")
 # What else Spine's choices need to know of a RISC-V CPU's own features: K1's matrix unit (XSMTVDot) and its
@@ -55,6 +59,7 @@ def cpu_features(triple: str, cpu: str, features: str) -> frozenset:
         names = [name for name, _ in _X86_LEVELS]
         for name, required in _X86_LEVELS[names.index(level) if level in names else len(names):]:
             own.update(required)
+        own.update(X86_CPU_FEATURES.get(cpu, ()))
     for feature in filter(None, features.split(",")):
         if feature.startswith("-"):
             own.discard("+" + feature[1:])

@@ -32,3 +32,8 @@ def host_runs(level: str) -> bool:
     level = generic_cpu("x86_64-unknown-linux-gnu", level, "")
     needed = set().union(*(_LEVEL_FLAGS[lv] for lv in _ORDER[:_ORDER.index(level) + 1]))
     return needed <= _flags()
+
+
+def host_has(*flags: str) -> bool:
+    """Whether this machine's CPU reports every one of the /proc/cpuinfo `flags` (amx_tile, avx512_vnni, ...)."""
+    return platform.machine() == "x86_64" and set(flags) <= _flags()

@@ -37,6 +37,9 @@ COL_TILES = 4     # B tiles per register block (16 columns)
 TILE_BYTES = TILE * STEP
 
 
+VIEWS = False     # A and B are row-major buffers (the packing's gathers read them at constant offsets)
+
+
 def supports(spec: PackedMatmul) -> bool:
     """Whether this emitter computes `spec`: int8 operands summed in int32, B packed by each call, no row
     bound, C_out the product's own buffer or the accumulator."""

@@ -26,7 +26,7 @@ from mlir.dialects import bufferization, func, linalg, memref, tensor
 
 from ..microkernels import MICROKERNELS
 from ..ir_names import STRIDED_TWIN
-from . import ime_matmul
+from . import amx_matmul, ime_matmul
 from . import smt_microkernel as mk
 from .smt_panels import zero
 from .smt_calls import lowers
@@ -88,7 +88,7 @@ def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kerne
     (a, a_op), (b, b_op) = a, b
     c_in, c_in_op = c_in if c_in is not None else (None, None)
     sum_type = SUM_TYPES[a_op.element]
-    matrix = _matrix_unit(kernel, a_op, b_op, sum_type)
+    matrix = _matrix_unit(kernel, a_op, b_op, sum_type, c_in_op, str(result_type.element_type))
     if matrix is not None:
         return _matrix_product(conv, op, (a, a_op), (b, b_op), (c_in, c_in_op), result_type, matrix,
                                padding_from if unread_rows else None)
@@ -123,34 +123,51 @@ def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kerne
     return pack(product, shape) if len(shape) == 4 else product
 
 
-def _matrix_unit(kernel, a_op: mk.Operand, b_op: mk.Operand, sum_type: str):
-    """The matrix-unit kernel for this product, if the target's kernel names one for its types."""
-    if kernel.int8 and a_op.element == b_op.element == "i8" and sum_type == "i32":
-        return MICROKERNELS[kernel.int8]
-    return None
+# the emitter of each matrix-unit kernel (spine/microkernels.py), and which products it computes
+MATRIX_UNITS = {"ime": ime_matmul, "amx": amx_matmul}
+
+
+def _matrix_unit(kernel, a_op: mk.Operand, b_op: mk.Operand, sum_type: str, c_in_op, out_element: str):
+    """The matrix-unit kernel for this product, if the target's kernel names one for its types and its
+    emitter computes the operands' layouts (C_out as _matrix_product allocates it, or C_in in place)."""
+    if a_op.element != b_op.element:
+        return None
+    name = {("i8", "i32"): kernel.int8, ("bf16", "f32"): kernel.bf16}.get((a_op.element, sum_type), "")
+    if not name:
+        return None
+    unit = MICROKERNELS[name]
+    probe = mk.PackedMatmul(a_op, b_op, mk.Operand((a_op.rows, b_op.cols), out_element), c_in_op, sum_type, unit)
+    return unit if MATRIX_UNITS[name].supports(probe) else None
 
 
 def _matrix_product(conv, op, a, b, c_in, result_type, kernel, zero_from) -> ir.Value:
-    """packed_product on a matrix unit (ime_matmul.py): B packed by every call, A's padding rows zeroed
-    (`zero_from`) rather than skipped, every operand a row-major buffer (or packed tiles)."""
+    """packed_product on a matrix unit (MATRIX_UNITS: ime_matmul.py, amx_matmul.py): B packed by every call,
+    A's padding rows zeroed (`zero_from`) rather than skipped, every operand a row-major buffer (or packed
+    tiles, where the emitter takes them)."""
     (a, a_op), (b, b_op), (c_in, c_in_op) = a, b, c_in
+    unit, sum_type = MATRIX_UNITS[kernel.name], SUM_TYPES[a_op.element]
+    define = unit.define
+
+    def factor(x, x_op):
+        """A or B as the emitter reads it: row-major, or with any strides (unit.VIEWS) where it is not packed."""
+        return _buffer(conv, x, x_op, contiguous=not (unit.VIEWS and not x_op.packed))
     if zero_from is not None:
         a = _zero_rows_from(a, zero_from)
     in_place = c_in is not None and _updates_in_place(op, c_in, c_in_op, result_type)
     if in_place:
-        spec = mk.PackedMatmul(a_op, b_op, c_in_op, None, "i32", kernel, in_place=True)
+        spec = mk.PackedMatmul(a_op, b_op, c_in_op, None, sum_type, kernel, in_place=True)
         out = _buffer(conv, c_in, c_in_op, read_only=False, contiguous=True)
-        _call(conv, spec, [_buffer(conv, a, a_op, contiguous=True), _buffer(conv, b, b_op, contiguous=True), out],
-              ime_matmul.define)
+        _call(conv, spec, [factor(a, a_op), factor(b, b_op), out], define)
         return bufferization.ToTensorOp(result_type, out, restrict=True, writable=True).result
     shape = tuple(result_type.shape)
     out_shape = (shape[0] * shape[2], shape[1] * shape[3]) if len(shape) == 4 else shape
-    spec = mk.PackedMatmul(a_op, b_op, mk.Operand(out_shape, str(result_type.element_type)), c_in_op, "i32", kernel)
+    spec = mk.PackedMatmul(a_op, b_op, mk.Operand(out_shape, str(result_type.element_type)), c_in_op, sum_type,
+                           kernel)
     out = memref.AllocOp(ir.MemRefType.get(list(out_shape), result_type.element_type), [], [],
                          alignment=mk.ALIGNMENT).result
-    inputs = [_buffer(conv, x, x_op, contiguous=True) for x, x_op in ((a, a_op), (b, b_op), (c_in, c_in_op))
-              if x is not None]
-    _call(conv, spec, inputs + [out], ime_matmul.define)
+    inputs = [factor(a, a_op), factor(b, b_op)] + ([_buffer(conv, c_in, c_in_op, contiguous=True)]
+                                                   if c_in is not None else [])
+    _call(conv, spec, inputs + [out], define)
     product = bufferization.ToTensorOp(ir.RankedTensorType.get(list(out_shape), result_type.element_type), out,
                                        restrict=True, writable=True).result
     return pack(product, shape) if len(shape) == 4 else product

@@ -55,6 +55,11 @@ STACK_PANEL_BYTES = 1 << 20
 MAX_VSCALE = 16           # RVV up to VLEN 1024, for sizing panels before the vector length is known
 
 
+def _symbol_part(name: str) -> str:
+    """A micro-kernel's name as part of a bare MLIR symbol ("avx512-amx" would need quotes)."""
+    return name.replace("-", "_")
+
+
 @dataclass(frozen=True)
 class PackedMatmul:
     a: Operand
@@ -78,7 +83,7 @@ class PackedMatmul:
     @property
     def name(self) -> str:
         digest = hashlib.sha256(repr(self).encode()).hexdigest()[:16]
-        return f"spine_smt_matmul_{self.kernel.name}_{digest}"
+        return f"spine_smt_matmul_{_symbol_part(self.kernel.name)}_{digest}"
 
     def strided_twin(self) -> Optional["PackedMatmul"]:
         """This product written into a view of a larger matrix instead, when it is stored directly in C_out
@@ -120,7 +125,7 @@ class BPanels:
     @property
     def name(self) -> str:
         digest = hashlib.sha256(repr(self).encode()).hexdigest()[:16]
-        return f"spine_smt_b_panels_{self.kernel.name}_{digest}"
+        return f"spine_smt_b_panels_{_symbol_part(self.kernel.name)}_{digest}"
 
     def size(self) -> ir.Value:
         """Elements of the panels (emitted where the caller allocates them)."""

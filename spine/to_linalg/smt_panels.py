@@ -53,12 +53,14 @@ class Operand:
         """Columns that follow each other in memory along a row (within one micro tile when packed)."""
         return self.shape[3] if self.packed else self.cols
 
-    def memref_type(self, contiguous: bool = False) -> ir.Type:
-        """Any strides (an operand may be a view of an argument), or row-major (a buffer we allocate)."""
+    def memref_type(self, contiguous: bool = False, unit_columns: bool = False) -> ir.Type:
+        """Any strides (an operand may be a view of an argument), or row-major (a buffer we allocate), or
+        any row stride with the columns next to each other (`unit_columns`: a view of a row-major matrix)."""
         rank = len(self.shape)
         if contiguous:
             return ir.MemRefType.get(list(self.shape), ir.Type.parse(self.element))
-        layout = ir.StridedLayoutAttr.get(DYNAMIC_STRIDE, [DYNAMIC_STRIDE] * rank)
+        strides = [DYNAMIC_STRIDE] * (rank - 1) + [1 if unit_columns else DYNAMIC_STRIDE]
+        layout = ir.StridedLayoutAttr.get(DYNAMIC_STRIDE, strides)
         return ir.MemRefType.get(list(self.shape), ir.Type.parse(self.element), layout=layout)
 
     def at(self, row, col) -> list:

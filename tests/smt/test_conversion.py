@@ -50,7 +50,7 @@ def test_conversion_of_a_split_k_loop(fresh_cache):
     matrices."""
     text = without_locations(compiled(split_k_kernel, SPLIT_K_SIGNATURE, {(4,): 64}).asm["linalg"])
     filecheck(text, """
-CHECK: func.func private @spine_smt_matmul_{{[a-z0-9]+}}_{{[0-9a-f]+}}(%{{.*}}: memref<32x16xf32, strided<[?, ?], offset: ?>>, %{{.*}}: memref<16x32xf32, strided<[?, ?], offset: ?>>, %{{.*}}: memref<4x2x8x16xf32, strided<[?, ?, ?, ?], offset: ?>>)
+CHECK: func.func private @spine_smt_matmul_{{[a-z0-9_]+}}_{{[0-9a-f]+}}(%{{.*}}: memref<32x16xf32, strided<[?, ?], offset: ?>>, %{{.*}}: memref<16x32xf32, strided<[?, ?], offset: ?>>, %{{.*}}: memref<4x2x8x16xf32, strided<[?, ?, ?, ?], offset: ?>>)
 CHECK-SAME: no-builtins
 CHECK: vector.fma
 CHECK: func.func @split_k_kernel
@@ -137,10 +137,13 @@ def test_generic_cpu_keeps_the_instruction_set(cpu, features, level):
 def test_register_blocks_fit():
     """Every micro-kernel's accumulators and B vectors fit the register file it was sized for, and panel
     widths are powers of two (the packing copies runs that must not cross a panel's edge)."""
-    registers = {"rvv": 32, "rvv-ime": 32, "ime": 32, "avx512": 32, "avx2": 16, "sse": 16, "portable": 32}
+    registers = {"rvv": 32, "rvv-ime": 32, "ime": 32, "avx512": 32, "avx512-amx": 32, "amx": 8, "avx2": 16,
+                 "sse": 16, "portable": 32}
     for kernel in MICROKERNELS.values():
-        if kernel.matrix_unit:   # register pairs of 4x4 sums per A tile (4 rows) and B tile, and the tiles
+        if kernel.name == "ime":   # register pairs of 4x4 sums per A tile (4 rows) and B tile, and the tiles
             used = (kernel.rows // 4) * kernel.vectors * 2 + kernel.rows // 4 + kernel.vectors
+        elif kernel.name == "amx":   # a tile of sums per A tile (16 rows) and B tile, and the tiles
+            used = (kernel.rows // 16) * kernel.vectors + kernel.rows // 16 + kernel.vectors
         else:
             used = kernel.rows * kernel.vectors + kernel.vectors
         assert used <= registers[kernel.name], kernel.name
