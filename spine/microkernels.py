@@ -22,6 +22,9 @@ what fits the register file:
     amx          Intel's AMX (Sapphire Rapids and later): int8 -> int32 and bf16 -> fp32 products on 16 x 16
                  tiles of `tdpbssd` / `tdpbf16ps`, 2 x 2 tiles (32 rows, 32 columns) per register block; its
                  own emitter, to_linalg/amx_matmul.py. "avx512-amx" names it for both types, AVX-512 for the rest
+    vnni         AVX-512's dot products for CPUs without AMX (Ice Lake, Zen 4): int8 on `vpdpbusd` (AVX512-VNNI),
+                 bf16 on `vdpbf16ps` (AVX512-BF16), 8 x 2 vectors per register block; to_linalg/vnni_matmul.py.
+                 "avx512-vnni" names it for int8, "avx512-vnni-bf16" for both (AMD's cores only)
 
 `choose` is the only place that maps a target to an entry.
 
@@ -83,6 +86,12 @@ MICROKERNELS = {mk.name: mk for mk in (
                 a_rows=True, min_rows=8, shuffle_transposes=True, int8="amx", bf16="amx"),
     MicroKernel("amx", "Intel AMX tdpbssd / tdpbf16ps, 16x16 tiles, 2 x 2 per register block", 16, False, 32, 2,
                 matrix_unit=True),
+    MicroKernel("avx512-vnni", "AVX-512F vfmadd231ps; int8 products on AVX512-VNNI", 16, False, 14, 2,
+                a_rows=True, min_rows=8, shuffle_transposes=True, int8="vnni"),
+    MicroKernel("avx512-vnni-bf16", "AVX-512F vfmadd231ps; int8 products on AVX512-VNNI, bf16 on AVX512-BF16", 16,
+                False, 14, 2, a_rows=True, min_rows=8, shuffle_transposes=True, int8="vnni", bf16="vnni"),
+    MicroKernel("vnni", "AVX-512 vpdpbusd (int8) / vdpbf16ps (bf16) dot products, 8 x 32 per register block", 16,
+                False, 8, 2, matrix_unit=True),
     MicroKernel("sse", "SSE2 mulps + addps, 128-bit", 4, False, 4, 2, fma=False),
     MicroKernel("portable", "no vector unit: four-lane vectors LLVM splits into scalars", 4, False, 4, 2),
 )}
@@ -92,8 +101,8 @@ def choose(triple: str, cpu: str, features: str, matrix_unit: bool = True) -> Mi
     """The micro-kernel for code built for `triple`, `cpu` with LLVM `features` (an empty feature string
     means the CPU's own features; a RISC-V CPU not known to have V gets the portable kernel: scalable
     vectors on a CPU without V would not compile, fixed ones always do). K1's matrix unit needs its
-    instructions (XSMTVDot) and VLEN 256 known, an x86 CPU's AMX its tile, int8 and bf16 features; both need
-    `matrix_unit` (the compile's option, SPINE_MATRIX_UNIT)."""
+    instructions (XSMTVDot) and VLEN 256 known, an x86 CPU's AMX its tile, int8 and bf16 features, its dot
+    products AVX512-VNNI (and AVX512-BF16); all need `matrix_unit` (the compile's option, SPINE_MATRIX_UNIT)."""
     from .targets import cpu_features
     enabled = cpu_features(triple, cpu, features)
     if triple.startswith("riscv64"):
@@ -103,9 +112,22 @@ def choose(triple: str, cpu: str, features: str, matrix_unit: bool = True) -> Mi
         return MICROKERNELS["rvv-ime" if ime else "rvv"]
     if triple.startswith(("x86_64", "i686")):
         if "+avx512f" in enabled:
-            amx = {"+amx-tile", "+amx-int8", "+amx-bf16"} <= enabled and matrix_unit
-            return MICROKERNELS["avx512-amx" if amx else "avx512"]
+            return MICROKERNELS[_avx512_kernel(enabled, cpu) if matrix_unit else "avx512"]
         if {"+avx2", "+fma"} <= enabled:
             return MICROKERNELS["avx2"]
         return MICROKERNELS["sse"]
     return MICROKERNELS["portable"]
+
+
+def _avx512_kernel(enabled: frozenset, cpu: str) -> str:
+    """The AVX-512 entry for a CPU's instructions for narrow products: AMX tiles, else VNNI (and BF16) dot
+    products, else none. bf16 takes vdpbf16ps on AMD's cores only: on an Intel Xeon (bench/RESULTS.md) it
+    ran at 0.63 of the FMA kernel's speed (98 against 155 GFLOP/s), and Intel's cores that have it and no
+    AMX are few (Cooper Lake). Zen 4 and 5 run it at the FMA's rate with twice the products per
+    instruction (not measured here: no AMD machine)."""
+    from .targets import is_amd
+    if {"+amx-tile", "+amx-int8", "+amx-bf16"} <= enabled:
+        return "avx512-amx"
+    if "+avx512vnni" in enabled:
+        return "avx512-vnni-bf16" if "+avx512bf16" in enabled and is_amd(cpu) else "avx512-vnni"
+    return "avx512"

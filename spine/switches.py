@@ -88,7 +88,8 @@ RISCV_CPU = Switch("SPINE_RISCV_CPU", str, "generic-rv64", "CPU for riscv64 code
 RISCV_FEATURES = Switch("SPINE_RISCV_FEATURES", str, "+64bit,+m,+a,+f,+d,+c,+v,+zfh,+zvfh,+zba,+zbb,+zbs",
                         "LLVM features for riscv64 (default RV64GC + V + Zfh/Zvfh + Zba/Zbb/Zbs)", compile_key=True)
 MATRIX_UNIT = Switch("SPINE_MATRIX_UNIT", _flag, True, "int8 `tl.dot` and `smt.dot` on the target's matrix unit "
-                     "where it has one (K1's IME on `spacemit-x60`; int8 and bf16 on x86's AMX; spine/microkernels.py); "
+                     "where it has one (K1's IME on `spacemit-x60`; int8 and bf16 on x86's AMX, or its VNNI and BF16 dot "
+                     "products; spine/microkernels.py); "
                      "0: vector code",
                      compile_key=True)
 DUMP_PATH = Switch("SPINE_TRITON_DUMP_PATH", str, "", "write every stage (`.ttir .linalg .llir .s .o .so`) "

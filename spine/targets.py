@@ -33,9 +33,13 @@ _X86_CPU_LEVELS = {
     "sandybridge": "x86-64-v2", "ivybridge": "x86-64-v2", "westmere": "x86-64-v2", "nehalem": "x86-64-v2",
     "x86-64-v4": "x86-64-v4", "x86-64-v3": "x86-64-v3", "x86-64-v2": "x86-64-v2", "x86-64": "x86-64",
 }
-# What Spine's choices need to know of an x86 CPU's own features beyond its level: AMX (spine/microkernels.py).
-_AMX = ("+amx-tile", "+amx-int8", "+amx-bf16")
-X86_CPU_FEATURES = {"sapphirerapids": _AMX, "emeraldrapids": _AMX, "graniterapids": _AMX, "graniterapids-d": _AMX,
+# What Spine's choices need to know of an x86 CPU's own features beyond its level: AMX, AVX512-VNNI and
+# AVX512-BF16 (spine/microkernels.py).
+_VNNI, _BF16 = ("+avx512vnni",), ("+avx512vnni", "+avx512bf16")
+_AMX = _BF16 + ("+amx-tile", "+amx-int8", "+amx-bf16")
+X86_CPU_FEATURES = {"cascadelake": _VNNI, "icelake-client": _VNNI, "icelake-server": _VNNI, "tigerlake": _VNNI,
+                    "rocketlake": _VNNI, "cooperlake": _BF16, "znver4": _BF16, "znver5": _BF16,
+                    "sapphirerapids": _AMX, "emeraldrapids": _AMX, "graniterapids": _AMX, "graniterapids-d": _AMX,
                     "diamondrapids": _AMX}
 # RISC-V CPUs whose own features include V.
 RISCV_VECTOR_CPUS = ("spacemit-x60", "sifive-x280", "sifive-x390", "sifive-p470", "sifive-p670", "sifive-p870")
@@ -71,6 +75,11 @@ def cpu_features(triple: str, cpu: str, features: str) -> frozenset:
 # CPU names of AMD cores, and names that stand for no particular core.
 _AMD_CPU_PREFIXES = ("znver", "bdver", "btver", "amdfam", "k8", "athlon", "opteron", "barcelona")
 _GENERIC_CPU_PREFIXES = ("x86-64", "generic", "i686")
+
+
+def is_amd(cpu: str) -> bool:
+    """Whether an x86 CPU name is one of AMD's cores."""
+    return cpu.startswith(_AMD_CPU_PREFIXES)
 
 
 def prefetches_next_program(triple: str, cpu: str) -> bool:

@@ -26,7 +26,7 @@ from mlir.dialects import bufferization, func, linalg, memref, tensor
 
 from ..microkernels import MICROKERNELS
 from ..ir_names import STRIDED_TWIN
-from . import amx_matmul, ime_matmul
+from . import amx_matmul, ime_matmul, vnni_matmul
 from . import smt_microkernel as mk
 from .smt_panels import zero
 from .smt_calls import lowers
@@ -123,8 +123,8 @@ def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kerne
     return pack(product, shape) if len(shape) == 4 else product
 
 
-# the emitter of each matrix-unit kernel (spine/microkernels.py), and which products it computes
-MATRIX_UNITS = {"ime": ime_matmul, "amx": amx_matmul}
+# the emitter of each matrix-unit kernel (spine/microkernels.py: matrix units and dot-product instructions)
+MATRIX_UNITS = {"ime": ime_matmul, "amx": amx_matmul, "vnni": vnni_matmul}
 
 
 def _matrix_unit(kernel, a_op: mk.Operand, b_op: mk.Operand, sum_type: str, c_in_op, out_element: str):

@@ -192,6 +192,10 @@ def store(values: ir.Value, buffer: ir.Value, indices: list) -> None:
     vector.StoreOp(values, buffer, [im.as_value(x) for x in indices])
 
 
+def store_scalar(value: ir.Value, buffer: ir.Value, indices: list) -> None:
+    memref.StoreOp(value, buffer, [im.as_value(x) for x in indices])
+
+
 def pack_a(ap, a, layout: Layout) -> None:
     """A as a row-major padded_m x a_row matrix: zeros past K and in the rows past M; 64 bytes at a time."""
     element = ir.MemRefType(a.type).element_type

@@ -110,13 +110,13 @@ def test_ordinary_code_is_not_smt(fresh_cache):
     ("riscv64-unknown-linux-gnu", "spacemit-x60", "", "rvv-ime"),
     ("riscv64-unknown-linux-gnu", "sifive-x280", "", "rvv"),
     ("riscv64-unknown-linux-gnu", "generic-rv64", "", "portable"),
-    ("x86_64-unknown-linux-gnu", "znver4", "", "avx512"),
+    ("x86_64-unknown-linux-gnu", "znver4", "", "avx512-vnni-bf16"),
     ("x86_64-unknown-linux-gnu", "znver3", "", "avx2"),
     ("x86_64-unknown-linux-gnu", "x86-64-v2", "", "sse"),
     ("x86_64-unknown-linux-gnu", "x86-64", "+avx2,+fma,-avx512f", "avx2"),
     ("x86_64-unknown-linux-gnu", "x86-64", "+avx512f,+avx512bw", "avx512"),
     # a feature string changes the CPU's own features; it does not replace them (as in LLVM)
-    ("x86_64-unknown-linux-gnu", "znver4", "-sse4a", "avx512"),
+    ("x86_64-unknown-linux-gnu", "znver4", "-sse4a", "avx512-vnni-bf16"),
     ("x86_64-unknown-linux-gnu", "znver4", "-avx512f", "avx2"),
     ("riscv64-unknown-linux-gnu", "spacemit-x60", "-zfh", "rvv-ime"),
     ("riscv64-unknown-linux-gnu", "spacemit-x60", "-v", "portable"),
@@ -137,8 +137,8 @@ def test_generic_cpu_keeps_the_instruction_set(cpu, features, level):
 def test_register_blocks_fit():
     """Every micro-kernel's accumulators and B vectors fit the register file it was sized for, and panel
     widths are powers of two (the packing copies runs that must not cross a panel's edge)."""
-    registers = {"rvv": 32, "rvv-ime": 32, "ime": 32, "avx512": 32, "avx512-amx": 32, "amx": 8, "avx2": 16,
-                 "sse": 16, "portable": 32}
+    registers = {"rvv": 32, "rvv-ime": 32, "ime": 32, "avx512": 32, "avx512-amx": 32, "amx": 8, "avx512-vnni": 32,
+                 "avx512-vnni-bf16": 32, "vnni": 32, "avx2": 16, "sse": 16, "portable": 32}
     for kernel in MICROKERNELS.values():
         if kernel.name == "ime":   # register pairs of 4x4 sums per A tile (4 rows) and B tile, and the tiles
             used = (kernel.rows // 4) * kernel.vectors * 2 + kernel.rows // 4 + kernel.vectors

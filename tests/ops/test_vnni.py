@@ -1,0 +1,119 @@
+"""int8 and bf16 tl.dot and smt.dot on AVX-512's dot products (spine/microkernels.py's "vnni",
+to_linalg/vnni_matmul.py), the kernel x86 CPUs without AMX get: int8 on `vpdpbusd` (compiled for Cascade Lake),
+bf16 on `vdpbf16ps` (compiled for Zen 4, which takes it). int8 exact against torch (the unsigned B and its
+correction included), bf16 within fp32 summation's bound, on sizes that are not multiples of the 8 x 32
+register block or of the 4 (int8) and 2 (bf16) k of a dot product. They run where the machine has the
+instructions; the assembly tests compile anywhere on x86-64."""
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from spine.driver import CPUDriver
+from spine.microkernels import choose
+from tests.cpu_features import host_has
+from tests.ops.test_amx import X86, _assembly, _int8, _matmul, assert_bf16_product
+from tests.ops.test_matrix_unit import dot_with_acc_kernel
+from tests.smt.test_dot import run_dot
+
+# Cascade Lake: the first CPU with AVX512-VNNI, whose code every later one runs. Zen 4 without SSE4a (AMD's
+# own, which Intel's cores lack), for machines with Zen 4's AVX-512 extensions.
+CASCADE_LAKE = {"SPINE_HOST_CPU": "cascadelake"}
+ZEN4 = {"SPINE_HOST_CPU": "znver4", "SPINE_HOST_FEATURES": "-sse4a"}
+needs_vnni = pytest.mark.skipif(not host_has("avx512_vnni", "avx512bw", "avx512vl", "avx512dq"),
+                                reason="this machine's CPU has no AVX512-VNNI")
+needs_bf16 = pytest.mark.skipif(not host_has("avx512_vnni", "avx512_bf16", "avx512bw", "avx512vbmi", "avx512_vbmi2",
+                                             "avx512ifma", "avx512_bitalg", "avx512_vpopcntdq", "gfni", "vaes"),
+                                reason="this machine's CPU lacks Zen 4's AVX-512 extensions (AVX512-BF16 among them)")
+
+
+def _on(monkeypatch, env: dict) -> None:
+    monkeypatch.setenv("SPINE_TARGET", "host")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+
+
+@needs_vnni
+@pytest.mark.parametrize("m,n,k,block", [(37, 45, 70, (32, 32, 64)), (64, 64, 128, (64, 64, 64)),
+                                         (17, 100, 9, (32, 32, 64)), (33, 47, 65, (16, 16, 16)),
+                                         (128, 96, 256, (128, 32, 128))])
+def test_int8_tiled_matmul(monkeypatch, m, n, k, block):
+    _on(monkeypatch, CASCADE_LAKE)
+    a, b = _int8(m, k), _int8(k, n)
+    torch.testing.assert_close(_matmul(a, b, block), a.int() @ b.int(), rtol=0, atol=0)
+
+
+@needs_vnni
+def test_int8_extremes_and_the_unsigned_correction(monkeypatch):
+    """-128 and 127 everywhere: B + 128 spans 0 .. 255 and the correction 128 * row sums is at its largest."""
+    _on(monkeypatch, CASCADE_LAKE)
+    a = torch.full((40, 300), -128, dtype=torch.int8)
+    a[::2] = 127
+    b = torch.full((300, 40), 127, dtype=torch.int8)
+    b[:, ::3] = -128
+    torch.testing.assert_close(_matmul(a, b, (32, 32, 64)), a.int() @ b.int(), rtol=0, atol=0)
+
+
+@needs_vnni
+@pytest.mark.parametrize("bm,bn,bk", [(32, 16, 64), (64, 32, 64)])
+def test_product_added_to_an_accumulator(monkeypatch, bm, bn, bk):
+    _on(monkeypatch, CASCADE_LAKE)
+    a, b = _int8(bm, bk), _int8(bk, bn)
+    acc = torch.randint(-2**20, 2**20, (bm, bn), dtype=torch.int32)
+    c = torch.empty(bm, bn, dtype=torch.int32)
+    dot_with_acc_kernel[(1,)](a, b, acc, c, BM=bm, BN=bn, BK=bk)
+    torch.testing.assert_close(c, acc + a.int() @ b.int(), rtol=0, atol=0)
+
+
+@needs_vnni
+def test_b_read_across_its_rows(monkeypatch):
+    _on(monkeypatch, CASCADE_LAKE)
+    a, w = _int8(40, 72), _int8(24, 72)
+    torch.testing.assert_close(_matmul(a, w.t(), (32, 16, 32)), a.int() @ w.t().int(), rtol=0, atol=0)
+
+
+@needs_bf16
+@pytest.mark.parametrize("m,n,k,block", [(37, 45, 70, (32, 32, 32)), (64, 64, 128, (64, 64, 64)),
+                                         (50, 33, 101, (64, 64, 64))])
+def test_bf16_tiled_matmul(monkeypatch, m, n, k, block):
+    _on(monkeypatch, ZEN4)
+    a, b = torch.randn(m, k).bfloat16(), torch.randn(k, n).bfloat16()
+    assert_bf16_product(_matmul(a, b, block, out=torch.float32), a, b)
+
+
+@needs_bf16
+@pytest.mark.parametrize("micro", [(16, 8, 16), (8, 32, 8)])
+def test_smt_dot(monkeypatch, micro):
+    _on(monkeypatch, ZEN4)
+    a, b = _int8(32, 64), _int8(64, 32)
+    torch.testing.assert_close(run_dot(a, b, micro, out_dtype=tl.int32, out_torch=torch.int32), a.int() @ b.int(),
+                               rtol=0, atol=0)
+    x, y = torch.randn(32, 64).bfloat16(), torch.randn(64, 32).bfloat16()
+    assert_bf16_product(run_dot(x, y, micro, out_dtype=tl.float32, out_torch=torch.float32), x, y)
+
+
+@pytest.mark.skipif(not host_has("avx512f"), reason="the assembly is dumped by a host compile, for x86-64")
+@pytest.mark.parametrize("dtype,env,instruction", [(torch.int8, CASCADE_LAKE, "vpdpbusd"),
+                                                   (torch.bfloat16, ZEN4, "vdpbf16ps")])
+def test_the_code_runs_on_dot_products(tmp_path, monkeypatch, dtype, env, instruction):
+    assembly = _assembly(tmp_path, monkeypatch, dtype, **env)
+    assert assembly.count(instruction) >= 16 and "tdpb" not in assembly
+
+
+@pytest.mark.skipif(not host_has("avx512f"), reason="the assembly is dumped by a host compile, for x86-64")
+def test_bf16_stays_on_fma_on_intel(tmp_path, monkeypatch):
+    """Intel's cores with AVX512-BF16 and no AMX keep bf16 on the FMA kernel, where it measured faster."""
+    assembly = _assembly(tmp_path, monkeypatch, torch.bfloat16, SPINE_HOST_CPU="cooperlake")
+    assert "vdpbf16ps" not in assembly and "vfmadd231ps" in assembly
+
+
+def test_the_kernel_is_chosen_by_the_target_cpu():
+    assert choose(X86, "icelake-server", "").name == "avx512-vnni"
+    assert choose(X86, "cascadelake", "").name == "avx512-vnni"
+    assert choose(X86, "znver4", "").name == "avx512-vnni-bf16"
+    assert choose(X86, "znver4", "", matrix_unit=False).name == "avx512"
+    assert choose(X86, "skylake-avx512", "").name == "avx512"
+    assert choose(X86, "x86-64-v4", "+avx512vnni").name == "avx512-vnni"
