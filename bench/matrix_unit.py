@@ -5,8 +5,10 @@ kernel's and are not counted) and off (RVV vmacc), each result checked against t
 
     .venv/bin/python bench/matrix_unit.py [--size 256] [--blocks 64,64,256]
 
-Prints instructions per 1,000 multiply-accumulates for both and their ratio. Counting traces every guest
-instruction: minutes at 256 (SPINE_KERNEL_TIMEOUT is raised for it)."""
+Prints instructions and estimated X60 cycles (spine/count/cycles.py: LLVM's scheduling model, throughput
+only) per 1,000 multiply-accumulates for both, the multiply-accumulates the instructions did (padding
+included), and the ratios. Counting traces every guest instruction: minutes at 256 (SPINE_KERNEL_TIMEOUT
+is raised for it)."""
 from __future__ import annotations
 
 import argparse
@@ -18,13 +20,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..")
 
 
-def count(size: int, blocks: tuple) -> int:
-    """Instructions of one launch, in this process (its switches are set by the caller's environment)."""
+def count(size: int, blocks: tuple):
+    """One launch's LaunchCount, in this process (its switches are set by the caller's environment)."""
     sys.path.insert(0, ROOT)
     import torch
     import triton
 
-    from spine.count import count_instructions
+    from spine.count import count_launch
     from spine.driver import CPUDriver
     from tests.ops.test_matrix_unit import matmul_kernel
     triton.runtime.driver.set_active(CPUDriver("riscv64"))
@@ -34,8 +36,8 @@ def count(size: int, blocks: tuple) -> int:
     c = torch.empty(size, size, dtype=torch.int32)
     bm, bn, bk = blocks
     grid = (triton.cdiv(size, bm), triton.cdiv(size, bn))
-    n = count_instructions(lambda: matmul_kernel[grid](a, b, c, size, size, size, *a.stride(), *b.stride(),
-                                                       *c.stride(), BM=bm, BN=bn, BK=bk))
+    n = count_launch(lambda: matmul_kernel[grid](a, b, c, size, size, size, *a.stride(), *b.stride(),
+                                                 *c.stride(), BM=bm, BN=bn, BK=bk))
     if not torch.equal(c, a.int() @ b.int()):
         raise SystemExit("wrong result")
     return n
@@ -49,7 +51,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     blocks = tuple(int(x) for x in args.blocks.split(","))
     if args.one is not None:
-        print(count(args.size, blocks))
+        counted = count(args.size, blocks)
+        print(counted.total, round(counted.x60.cycles), counted.x60.macs)
         return
     macs = args.size ** 3
     counts = {}
@@ -58,10 +61,13 @@ def main(argv=None) -> None:
                    SPINE_KERNEL_TIMEOUT=os.environ.get("SPINE_KERNEL_TIMEOUT", "5000"))
         out = subprocess.run([sys.executable, __file__, "--size", str(args.size), "--blocks", args.blocks,
                               "--one", mode], env=env, check=True, capture_output=True, text=True).stdout
-        counts[mode] = int(out.split()[-1])
-        print(f"{'IME smt.vmadot' if mode == '1' else 'RVV vmacc':>15}: {counts[mode]:>11,} instructions, "
-              f"{counts[mode] / macs * 1000:6.1f} per 1,000 MACs", flush=True)
-    print(f"RVV / IME: {counts['0'] / counts['1']:.2f}x fewer instructions on the matrix unit")
+        total, cycles, done = (int(x) for x in out.split()[-3:])
+        counts[mode] = (total, cycles)
+        print(f"{'IME smt.vmadot' if mode == '1' else 'RVV vmacc':>15}: {total:>11,} instructions, "
+              f"{total / macs * 1000:6.1f} per 1,000 MACs; {cycles:>11,} estimated X60 cycles, "
+              f"{cycles / macs * 1000:6.1f} per 1,000 MACs; {done:,} MACs done", flush=True)
+    print(f"RVV / IME: {counts['0'][0] / counts['1'][0]:.2f}x fewer instructions, "
+          f"{counts['0'][1] / counts['1'][1]:.2f}x fewer estimated cycles on the matrix unit")
 
 
 if __name__ == "__main__":

@@ -115,7 +115,8 @@ GRID_SPIN_US = Switch("SPINE_GRID_SPIN_US", _non_negative_int, None, "how long i
                       "before sleeping (default 200)")
 QEMU = Switch("SPINE_QEMU", str, None, "QEMU binary (default: `qemu-riscv64` on the PATH)")
 QEMU_CPU = Switch("SPINE_QEMU_CPU", str, "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0,zfh=true,zvfh=true,zba=true,zbb=true,"
-                  "zbs=true", "QEMU `-cpu` string (default VLEN 256)")
+                  "zbs=true,zbc=true,zbkc=true,zicond=true,zicbom=true,zicboz=true,zicbop=true",
+                  "QEMU `-cpu` string (default VLEN 256, and the extensions code for `spacemit-x60` may use)")
 QEMU_TRACE = Switch("SPINE_QEMU_TRACE", str, None, "log every guest instruction to this file (instruction "
                     "counting, `python -m spine.count`)")
 KERNEL_TIMEOUT = Switch("SPINE_KERNEL_TIMEOUT", _seconds, 600.0, "seconds before a launch is declared hung and "

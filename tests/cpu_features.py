@@ -37,3 +37,14 @@ def host_runs(level: str) -> bool:
 def host_has(*flags: str) -> bool:
     """Whether this machine's CPU reports every one of the /proc/cpuinfo `flags` (amx_tile, avx512_vnni, ...)."""
     return platform.machine() == "x86_64" and set(flags) <= _flags()
+
+
+@functools.lru_cache(maxsize=None)
+def host_runs_amx() -> bool:
+    """Whether this machine's CPU has AMX and Linux lets this process use its tile state
+    (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), Linux 5.16 on)."""
+    if not host_has("amx_tile", "amx_int8", "amx_bf16"):
+        return False
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.syscall(158, 0x1023, 18) == 0

@@ -3,6 +3,8 @@ counted under QEMU (`python -m spine.count --help`).
 
     trace.py      QEMU's execution log of one launch, read as it is written
     rvv.py        which of the kernel's instructions are vector instructions
+    cycles.py     an estimate of the cycles on SpacemiT's X60 (LLVM's scheduling model), and the
+                  multiply-accumulates
     arguments.py  arguments for a launch from the command line
     __main__.py   the command line
 
@@ -11,8 +13,12 @@ run to run; VLEN changes them for vector code (`-cpu ...,vlen=128`), which is th
 core: the same vector-length-agnostic binary does less work per instruction on a wider machine."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Optional
 
+from .. import switches
+from .cycles import CycleEstimate, estimate
 from .rvv import KernelImage
 from .trace import Trace, traced_launch
 
@@ -21,6 +27,7 @@ from .trace import Trace, traced_launch
 class LaunchCount:
     per_program: tuple    # guest instructions of each program instance, in program id order (x fastest)
     vector: int           # how many of all of them were vector instructions
+    x60: Optional[CycleEstimate] = None    # cycles estimated for SpacemiT's X60, multiply-accumulates
 
     @property
     def total(self) -> int:
@@ -38,10 +45,16 @@ def count_launch(launch, qemu_cpu: str | None = None) -> LaunchCount:
     loaded = getattr(trace.result, "function", trace.result)
     with open(loaded.so_path, "rb") as f:
         image = KernelImage.of(f.read())
-    return launch_count(trace, image)
+    return launch_count(trace, image, vlen_of(qemu_cpu or switches.QEMU_CPU.get()))
 
 
-def launch_count(trace: Trace, image: KernelImage) -> LaunchCount:
+def vlen_of(qemu_cpu: str) -> int:
+    """VLEN in bits as a QEMU -cpu string sets it (QEMU's default: 128)."""
+    found = re.search(r"(?:^|,)vlen=(\d+)", qemu_cpu)
+    return int(found.group(1)) if found else 128
+
+
+def launch_count(trace: Trace, image: KernelImage, vlen: int = 256) -> LaunchCount:
     lo, hi = trace.text
     entry = image.entry_address(lo)
     programs = []
@@ -52,7 +65,8 @@ def launch_count(trace: Trace, image: KernelImage) -> LaunchCount:
             programs.append(0)
         programs[-1] += length
     vector = sum(n for pc, n in trace.counts.items() if lo <= pc < hi and image.is_vector_at(pc, lo))
-    return LaunchCount(tuple(programs), vector)
+    x60 = estimate(trace.counts, lambda pc: image.word_at(pc, lo), lo, hi, vlen)
+    return LaunchCount(tuple(programs), vector, x60)
 
 
 def executed_addresses(launch) -> tuple[dict, tuple, object]:
@@ -68,4 +82,5 @@ def count_instructions(launch) -> int:
     return sum(n for pc, n in counts.items() if lo <= pc < hi)
 
 
-__all__ = ["LaunchCount", "count_instructions", "count_launch", "executed_addresses", "launch_count"]
+__all__ = ["CycleEstimate", "LaunchCount", "count_instructions", "count_launch", "executed_addresses",
+           "launch_count", "vlen_of"]

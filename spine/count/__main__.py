@@ -160,6 +160,13 @@ def report(name: str, args, counted) -> str:
     lines = [f"kernel {name}{f' ({consts})' if consts else ''}, grid {args.grid}, QEMU -cpu {cpu}",
              f"guest instructions: {counted.total:,} in {len(per)} programs",
              f"vector instructions: {counted.vector:,} ({counted.vector_share:.1%})"]
+    x60 = counted.x60
+    if x60 is not None:
+        lines.append(f"estimated cycles on SpacemiT's X60: {x60.cycles:,.0f} (bound by {x60.bound_by}; LLVM's "
+                     f"scheduling model, throughput only: spine/count/cycles.py)")
+        if x60.macs:
+            lines.append(f"multiply-accumulates: {x60.macs:,} ({x60.macs / counted.total:.2f} per instruction, "
+                         f"{x60.macs / x60.cycles:.1f} per estimated cycle)")
     if per:
         lines.append(f"per program: min {min(per):,}, median {statistics.median(per):,.0f}, max {max(per):,}")
     for i, n in enumerate(per[:16]):
@@ -167,6 +174,13 @@ def report(name: str, args, counted) -> str:
     if len(per) > 16:
         lines.append(f"  ... {len(per) - 16} more (--json lists all)")
     return "\n".join(lines)
+
+
+def _x60_json(x60) -> dict:
+    if x60 is None:
+        return {}
+    return {"x60_cycles": round(x60.cycles, 1), "x60_bound_by": x60.bound_by, "macs": x60.macs,
+            "x60_busy": {r: round(c, 1) for r, c in x60.busy.items()}, "classes": x60.classes}
 
 
 def main(argv=None) -> int:
@@ -182,7 +196,7 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps({"kernel": name, "grid": list(args.grid), "cpu": args.cpu or switches.QEMU_CPU.get(),
                           "total": counted.total, "vector": counted.vector,
-                          "per_program": list(counted.per_program)}))
+                          "per_program": list(counted.per_program), **_x60_json(counted.x60)}))
     else:
         print(report(name, args, counted))
     return 0

@@ -42,7 +42,10 @@ class KernelImage:
     def entry_address(self, text_lo: int) -> int:
         return text_lo + self.entry_vaddr - self.code_vaddr
 
-    def is_vector_at(self, pc: int, text_lo: int) -> bool:
+    def word_at(self, pc: int, text_lo: int) -> int:
+        """The 32 bits at guest address pc (a compressed instruction is their low half)."""
         offset = pc - text_lo
-        word = int.from_bytes(self.code[offset:offset + 4].ljust(4, b"\0"), "little")
-        return is_vector(word)
+        return int.from_bytes(self.code[offset:offset + 4].ljust(4, b"\0"), "little")
+
+    def is_vector_at(self, pc: int, text_lo: int) -> bool:
+        return is_vector(self.word_at(pc, text_lo))

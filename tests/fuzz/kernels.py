@@ -330,6 +330,21 @@ def programs(draw, max_depth: int = 4, small: bool = False, outputs: int = 1, st
     return Program(layout, root, sink, draw(st.integers(0, 2 ** 32 - 1)), outputs)
 
 
+@st.composite
+def dot_programs(draw, dt, max_depth: int = 2) -> Program:
+    """Kernels storing one tl.dot of `dt` tiles (its operands drawn as in `programs`), on square blocks of 16
+    or 32: sizes a matrix unit's micro-kernel takes (to_linalg/dot.py), ragged where the sizes do not fill
+    the blocks."""
+    block = draw(st.sampled_from([16, 32]))
+    sizes = tuple(draw(st.integers(1, 2 * block + 1)) for _ in range(2))
+    layout = Layout((block, block), sizes, tuple(-(-n // block) for n in sizes))
+    leaves = draw(leaf_pool(layout))
+    gen = T.Gen(draw, layout.blocks, leaves)
+    root = gen.dot(draw(st.integers(0, max_depth)), dt)
+    root, sink = draw(sinks(gen, root, stores_only=True))
+    return Program(layout, root, sink, draw(st.integers(0, 2 ** 32 - 1)), 1)
+
+
 # -------------------------------------------------------------------------------------------- source
 
 @dataclass

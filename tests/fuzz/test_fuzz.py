@@ -7,11 +7,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import triton
 import triton.language as tl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from triton.language.semantic import TritonSemantic
 
+from spine.driver import CPUDriver
 from tests.fuzz import dtypes as D
 from tests.fuzz import kernels, overlap, runner
 
@@ -41,6 +43,31 @@ def test_random_kernels_match_the_reference(target, program):
     if why:
         warnings.warn(f"known issue, not checked: {why}")
         return
+    assert outcome.status in ("passed", "rejected"), f"{outcome.status}: {outcome.detail}\n\n{outcome.source}"
+
+
+MATRIX_EXAMPLES = 6
+
+
+@pytest.fixture(params=["riscv64:spacemit-x60", "host"])
+def matrix_target(request, monkeypatch):
+    """K1's IME (under QEMU, emulated by the kernel server) and the host's own matrix unit or dot products
+    (AMX, VNNI) where it has them."""
+    target, _, cpu = request.param.partition(":")
+    monkeypatch.setenv("SPINE_TARGET", target)
+    if cpu:
+        monkeypatch.setenv("SPINE_RISCV_CPU", cpu)
+    triton.runtime.driver.set_active(CPUDriver(target=target))
+    return request.param
+
+
+@settings(max_examples=MATRIX_EXAMPLES, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large])
+@given(program=kernels.dot_programs(D.I8))
+def test_random_int8_dots_on_the_matrix_units(matrix_target, program):
+    """int8 products in int32 are exact on every unit: the reference's sums, bit for bit."""
+    outcome = runner.run(program)
     assert outcome.status in ("passed", "rejected"), f"{outcome.status}: {outcome.detail}\n\n{outcome.source}"
 
 

@@ -336,6 +336,10 @@ class Gen:
         kind = self.pick(kinds)
         return getattr(self, f"_{kind}")(depth - 1)
 
+    def dot(self, depth: int, dt) -> Node:
+        """tl.dot of two `dt` tiles drawn at `depth` (square blocks of at least 16)."""
+        return self._dot(depth, dt)
+
     def leaf(self) -> Node:
         return self.pick(self.leaves)
 
@@ -530,9 +534,9 @@ class Gen:
         index = index if index.shape == full else Broadcast(D.I32, full, x=index)
         return Gather(src.dtype, full, src=src, index=index, axis=axis)
 
-    def _dot(self, depth):
+    def _dot(self, depth, dt=None):
         full = (True,) * self.rank
-        dt = self.pick([D.F16, D.BF16, D.F32, D.I8])
+        dt = dt or self.pick([D.F16, D.BF16, D.F32, D.I8])
         a, b = (self.expr(depth) for _ in range(2))
         a, b = (v if v.dtype == dt else
                 (float_to_int(v, dt) if v.dtype.is_float and dt.is_int else cast(v, dt)) for v in (a, b))
