@@ -85,15 +85,29 @@ def unwrap_tensor(value):
     return value
 
 
+def is_raw_pointer(value) -> bool:
+    """Whether a pointer argument is an address alone: an object triton takes as a pointer (`data_ptr()`
+    and `dtype`) that names no tensor's storage and no device (FlagGems' TypedPtr). Its extent is unknown."""
+    import torch
+    if isinstance(value, torch.Tensor) or not (hasattr(value, "data_ptr") and hasattr(value, "dtype")):
+        return False
+    storage = getattr(value, "untyped_storage", None)
+    return not hasattr(value, "device") and (storage is None or not isinstance(storage(), torch.UntypedStorage))
+
+
 def check_tensor(param: Param, value, kernel: str) -> None:
     """Pointer arguments must be CPU tensors of a dtype Spine supports, or objects triton takes as pointers
     (`data_ptr()` and `dtype`) that name a CPU tensor's storage (`untyped_storage()`, as FlagGems'
-    StridedBuffer does)."""
-    try:
-        device = value.device.type if hasattr(value, "device") else value.untyped_storage().device.type
-    except AttributeError:
-        raise TypeError(f"argument '{param.name}' of kernel '{kernel}' expects a CPU torch tensor "
-                        f"(pointer {param.ty}), got {type(value).__name__}") from None
+    StridedBuffer does), or (host kernels only: launcher.py) raw addresses of this process's memory
+    (is_raw_pointer)."""
+    if is_raw_pointer(value):
+        device = "cpu"
+    else:
+        try:
+            device = value.device.type if hasattr(value, "device") else value.untyped_storage().device.type
+        except AttributeError:
+            raise TypeError(f"argument '{param.name}' of kernel '{kernel}' expects a CPU torch tensor "
+                            f"(pointer {param.ty}), got {type(value).__name__}") from None
     if device != "cpu":
         raise TypeError(f"argument '{param.name}' of kernel '{kernel}' is on device '{value.device}'; "
                         f"Spine runs kernels on CPU tensors: move it with .cpu()")
@@ -103,11 +117,17 @@ def check_tensor(param: Param, value, kernel: str) -> None:
                          f"or an fp8 type")
 
 
+RAW_POINTER_END = 1 << 62      # the extent a raw pointer is given: past any address a process has
+
+
 def byte_range(tensor) -> tuple[int, int]:
     """[first, last + 1) bytes a tensor view may touch (strides are non-negative in torch). For another
     object triton takes as a pointer (check_tensor), which has no shape Spine can trust (FlagGems'
-    StridedBuffer has negative strides for flip), the whole storage it names."""
+    StridedBuffer has negative strides for flip), the whole storage it names; for a raw pointer, all of
+    memory."""
     import torch
+    if is_raw_pointer(tensor):      # any byte: whatever reads or writes it may overlap it
+        return 0, RAW_POINTER_END
     if not isinstance(tensor, torch.Tensor):
         storage = tensor.untyped_storage()
         if not isinstance(storage, torch.UntypedStorage):

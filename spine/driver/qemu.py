@@ -31,7 +31,7 @@ from ..errors import DeviceAssertionError, KernelFault
 from ..proton import buffers as proton_buffers
 from ..proton import session as proton
 from . import kernel_protocol as protocol
-from .arguments import Arguments, byte_range
+from .arguments import Arguments, byte_range, is_raw_pointer
 from .settings import default_num_threads, kernel_server_options
 from .settings import guest_kernel_timeout as kernel_timeout
 from .source_lines import with_source_line
@@ -221,6 +221,10 @@ def arena_layout(args: Arguments) -> tuple[list[int], list[_Span], int]:
     for param, value in zip(args.params, args.values):
         if not param.is_pointer:
             continue
+        if is_raw_pointer(value):
+            raise TypeError(f"argument '{param.name}' is an address alone ({type(value).__name__}): a kernel "
+                            f"under QEMU or on a board works on copies of its arguments' memory, and an "
+                            f"address has no extent to copy; pass the tensor (host kernels take addresses)")
         pointer, (lo, hi), storage = value.data_ptr(), byte_range(value), value.untyped_storage().data_ptr()
         _joined(spans, _Span(lo, hi, param.index in args.written, {storage}))
         placed.append((param.index, pointer, storage))

@@ -60,3 +60,46 @@ def test_in_place_reverse(target, fresh_cache):
     x = torch.arange(64, dtype=torch.float32)
     triton.jit(reverse_kernel.fn)[(1,)](x, x, BLOCK=64)
     torch.testing.assert_close(x, torch.arange(63, -1, -1, dtype=torch.float32))
+
+
+class Address:
+    """An address alone, as triton takes a pointer (data_ptr and dtype, no device, no storage): FlagGems'
+    TypedPtr."""
+
+    def __init__(self, tensor, offset=0):
+        self.ptr, self.dtype = tensor.data_ptr() + offset * tensor.element_size(), tensor.dtype
+
+    def data_ptr(self):
+        return self.ptr
+
+    def untyped_storage(self):
+        return self
+
+
+def test_an_address_alone_is_taken_as_overlapping_everything(fresh_cache, compile_count, monkeypatch):
+    """On the host an address is passed as it is; its extent is unknown, so the launch takes the copying
+    variant, and an in-place update through it is right."""
+    from spine.driver import CPUDriver
+    monkeypatch.setenv("SPINE_TARGET", "host")
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    kernel = triton.jit(shift_right_kernel.fn)
+    x = torch.arange(64, dtype=torch.float32)
+    expected = torch.cat([torch.zeros(2), x[:-2]]) * 10 + x
+    kernel[(1,)](x, Address(x), 64, 2, BLOCK=64)
+    torch.testing.assert_close(x, expected)
+    assert len(compile_count) == 2
+    out = torch.empty(64)
+    kernel[(1,)](Address(x), out, 64, 0, BLOCK=64)
+    torch.testing.assert_close(out, x * 11)
+
+
+def test_an_address_alone_is_refused_under_qemu(monkeypatch):
+    """Under QEMU the kernel works on copies of its arguments' memory: an address has no extent to copy."""
+    import pytest
+    from spine.driver import CPUDriver
+    monkeypatch.setenv("SPINE_TARGET", "riscv64")
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    kernel = triton.jit(shift_right_kernel.fn)
+    x = torch.arange(64, dtype=torch.float32)
+    with pytest.raises(TypeError, match="an address alone"):
+        kernel[(1,)](x, Address(x), 64, 2, BLOCK=64)

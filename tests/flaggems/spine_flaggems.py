@@ -6,7 +6,9 @@ names.
 
     --sample-per-file K --sample-seed S   keeps a seeded random K cases of each test file
     --results PATH                        appends one JSON line per case as it finishes (file, test, outcome,
-                                          seconds, the first line of the failure), for summary.py
+                                          seconds, the first line of the failure; for a failure, how many
+                                          Triton kernel calls the case made and the innermost frame of
+                                          Triton or Spine its traceback holds, if any), for summary.py
     --eager                               the evidence run: `flag_gems.use_gems()` does nothing and any
                                           Triton launch raises, so a case that still fails does so on eager
                                           torch, without FlagGems' kernels or Spine (run.sh reruns each
@@ -48,15 +50,52 @@ def pytest_collection_modifyitems(session, config, items):
     items[:] = [item for item in items if item in kept]
 
 
+class KernelCalls:
+    """Counts calls of Triton kernels (JITFunction.run: every compile and launch starts there)."""
+
+    def __init__(self):
+        self.count = 0
+
+    def install(self) -> None:
+        from triton.runtime.jit import JITFunction
+        original = JITFunction.run
+
+        def run(function, *args, **kwargs):
+            self.count += 1
+            return original(function, *args, **kwargs)
+        JITFunction.run = run
+
+
+def _triton_or_spine_frame(excinfo) -> str:
+    """The innermost frame of the failure's traceback in Triton's or Spine's code ("path:line"), or ""."""
+    import os
+
+    import triton
+
+    import spine
+    roots = tuple(os.path.dirname(module.__file__) + os.sep for module in (triton, spine))
+    frames = [f"{entry.path}:{entry.lineno + 1}" for entry in excinfo.traceback if str(entry.path).startswith(roots)]
+    return frames[-1] if frames else ""
+
+
 class ResultLog:
     """Writes each case's outcome to `path` as soon as it is known (a long run can be read while it goes)."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, calls: KernelCalls):
         self.path = path
+        self.calls = calls
         self.started: dict = {}
+        self.frames: dict = {}
 
     def pytest_runtest_logstart(self, nodeid, location):
         self.started[nodeid] = time.monotonic()
+        self.calls.count = 0
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        if call.excinfo is not None:
+            self.frames[item.nodeid] = _triton_or_spine_frame(call.excinfo)
+        yield
 
     def pytest_runtest_logreport(self, report):
         failed_setup = report.when == "setup" and report.outcome != "passed"
@@ -71,6 +110,9 @@ class ResultLog:
         seconds = time.monotonic() - self.started.get(report.nodeid, time.monotonic())
         line = {"file": report.location[0], "test": report.nodeid, "outcome": outcome,
                 "seconds": round(seconds, 2), "message": message}
+        if report.failed:
+            line["kernel_calls"] = self.calls.count
+            line["triton_frame"] = self.frames.get(report.nodeid, "")
         with open(self.path, "a") as f:
             f.write(json.dumps(line) + "\n")
 
@@ -96,4 +138,6 @@ def pytest_configure(config):
     if config.getoption("--eager"):
         _eager_only()
     if config.getoption("--results"):
-        config.pluginmanager.register(ResultLog(config.getoption("--results")), "spine-flaggems-results")
+        calls = KernelCalls()
+        calls.install()
+        config.pluginmanager.register(ResultLog(config.getoption("--results"), calls), "spine-flaggems-results")

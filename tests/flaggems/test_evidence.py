@@ -17,3 +17,53 @@ def test_torch_has_no_named_tensors():
     assert any("names" in text for text in TORCH_REFUSES)
     with pytest.raises(AttributeError, match="'Tensor' object has no attribute 'names'"):
         torch.randn(3).names                   # FlagGems' median
+
+
+def test_triton_refuses_a_call_without_a_declared_constexpr():
+    """The binding of a call's arguments is Triton's own (JITFunction's dynamic_func), before any backend
+    compiles: a kernel called without a constexpr it declares is refused with CALLER_ERRORS' message."""
+    import triton
+    import triton.language as tl
+
+    from tests.flaggems.summary import CALLER_ERRORS
+
+    @triton.jit
+    def kernel(x_ptr, DIVISIBLE_M: tl.constexpr):
+        tl.store(x_ptr, DIVISIBLE_M)
+    message = next(iter(CALLER_ERRORS))
+    with pytest.raises(TypeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        kernel[(1,)](torch.zeros(1))
+
+
+FLAGGEMS_TABLES = """
+import importlib
+from flag_gems.runtime.backend._spacemit.heuristics_config_utils import HEURISTICS_CONFIGS
+
+def arg_names(kernel):
+    while not hasattr(kernel, "arg_names"):      # through heuristics and libentry to the JITFunction
+        kernel = kernel.fn
+    return kernel.arg_names
+
+declared = {op: arg_names(getattr(importlib.import_module(f"flag_gems.ops.{op}"), f"{op}_kernel"))
+            for op in ("bmm", "upsample_nearest2d")}
+for op, names in (("bmm", ("DIVISIBLE_M", "DIVISIBLE_N")), ("upsample_nearest2d", ("USE_INT32_IDX",))):
+    for name in names:
+        assert name in declared[op] and name not in HEURISTICS_CONFIGS[op], (op, name)
+print("ok")
+"""
+
+
+def test_flaggems_spacemit_heuristics_lack_what_its_kernels_declare():
+    """FlagGems' SpacemiT vendor supplies bmm's and upsample_nearest2d's constexpr arguments from its
+    heuristics table, which lacks these; the kernels declare them (read from FlagGems, used in place)."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+    if importlib.util.find_spec("flag_gems") is None:
+        pytest.skip("FlagGems is not installed: scripts/setup.sh installs it from ../shared/conformance")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, GEMS_VENDOR="spacemit", SPINE_TARGET="host", PYTHONPATH=repo)
+    proc = subprocess.run([sys.executable, "-c", FLAGGEMS_TABLES], capture_output=True, text=True, env=env,
+                          cwd="/tmp", timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
