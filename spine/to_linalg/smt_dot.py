@@ -22,7 +22,7 @@ block of B), B's panels are packed once before the loop and every call reads the
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import bufferization, func, linalg, memref, tensor
+from mlir.dialects import arith, bufferization, func, linalg, memref, scf, tensor
 
 from ..microkernels import MICROKERNELS
 from ..ir_names import STRIDED_TWIN
@@ -183,7 +183,21 @@ def reads_a_below_bound(op) -> bool:
 
 
 def _zero_rows_from(a: ir.Value, rows: ir.Value) -> ir.Value:
-    """A copy of the matrix `a` whose rows from `rows` on are zero (those of `a` are never read)."""
+    """The matrix `a` when all its rows are the matrix's (`rows` is at least their number: nearly every
+    tile), else a copy whose rows from `rows` on are zero (those of `a` are never read)."""
+    a_type = ir.RankedTensorType(a.type)
+    whole = arith.CmpIOp(arith.CmpIPredicate.uge, rows,
+                         arith.ConstantOp(ir.IndexType.get(), a_type.shape[0]).result).result
+    branch = scf.IfOp(whole, [a.type], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        scf.YieldOp([a])
+    with ir.InsertionPoint(branch.else_block):
+        scf.YieldOp([_zero_padded(a, rows)])
+    return branch.results[0]
+
+
+def _zero_padded(a: ir.Value, rows: ir.Value) -> ir.Value:
+    """A copy of the matrix `a` whose rows from `rows` on are zero."""
     a_type = ir.RankedTensorType(a.type)
     dynamic, cols = ir.ShapedType.get_dynamic_size(), a_type.shape[1]
     offsets, sizes, strides = (ir.DenseI64ArrayAttr.get(v) for v in ([0, 0], [dynamic, cols], [1, 1]))
