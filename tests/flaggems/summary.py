@@ -36,6 +36,13 @@ CALLER_ERRORS = {
 }
 
 
+# A torch operator's schema refusing the arguments FlagGems' own Python passes it, raised outside Triton's and
+# Spine's code (no frame of theirs in the traceback): FlagGems' non-CUDA fallbacks of
+# _upsample_nearest_exact2d/3d pass scales as lists where the operator takes floats. The same whatever runs
+# the kernels; tests/flaggems/test_evidence.py calls the fallback on CPU tensors.
+SCHEMA_REFUSAL = "Overloaded torch operator invoked from Python failed to match any schema"
+
+
 # Failures whose message says the op or the test needs CUDA: FlagGems' CUDA-only paths (checked before any
 # kernel runs) and tests that build CUDA tensors. Not a CPU backend's to pass; counted apart as such.
 NEEDS_CUDA = ("Torch not compiled with CUDA enabled", "must be CUDA tensors", "requires CUDA tensor",
@@ -68,8 +75,9 @@ def before_any_kernel(case: dict) -> bool:
 def classify(cases: list, eager: dict) -> None:
     """Marks as "cuda" each failure that says it needs CUDA (NEEDS_CUDA), as "flaggems" each one torch
     refuses here (TORCH_REFUSES), that Triton's binding refuses (CALLER_ERRORS), that fails in FlagGems'
-    Python before any kernel (before_any_kernel) or that fails on eager torch too (`eager`: the --eager
-    run's cases by node id), with the evidence."""
+    Python before any kernel (before_any_kernel), whose torch call's schema refuses FlagGems' arguments
+    outside Triton and Spine (SCHEMA_REFUSAL) or that fails on eager torch too (`eager`: the --eager run's
+    cases by node id), with the evidence."""
     for case in cases:
         if case["outcome"] == "failed" and any(text in case["message"] for text in NEEDS_CUDA):
             case["outcome"], case["evidence"] = "cuda", "the message says it needs CUDA"
@@ -77,6 +85,10 @@ def classify(cases: list, eager: dict) -> None:
         if case["outcome"] == "failed" and before_any_kernel(case):
             case["outcome"] = "flaggems"
             case["evidence"] = "raised in FlagGems' Python before the case called any Triton kernel"
+            continue
+        if case["outcome"] == "failed" and SCHEMA_REFUSAL in case["message"] and case.get("triton_frame") == "":
+            case["outcome"] = "flaggems"
+            case["evidence"] = "a torch operator refuses the arguments FlagGems' Python passes it"
             continue
         refused = next((why for text, why in {**TORCH_REFUSES, **CALLER_ERRORS}.items() if text in case["message"]),
                        None)

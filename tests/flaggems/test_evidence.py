@@ -52,10 +52,25 @@ for op, names in (("bmm", ("DIVISIBLE_M", "DIVISIBLE_N")), ("upsample_nearest2d"
 print("ok")
 """
 
+FLAGGEMS_FALLBACKS = """
+import torch
+from flag_gems.ops._upsample_nearest_exact2d import _launch_upsample_nearest_exact2d_kernel
+from flag_gems.ops._upsample_nearest_exact3d import _launch_upsample_nearest_exact3d_kernel
+from tests.flaggems.summary import SCHEMA_REFUSAL
+for launch, dims in ((_launch_upsample_nearest_exact2d_kernel, 2), (_launch_upsample_nearest_exact3d_kernel, 3)):
+    x, out = torch.randn((1, 1) + (4,) * dims), torch.empty((1, 1) + (8,) * dims)
+    try:
+        launch(x, out, scale=(None,) * dims)     # as FlagGems' op passes an output size with no scales
+    except RuntimeError as err:
+        assert SCHEMA_REFUSAL in str(err), err
+    else:
+        raise AssertionError("FlagGems' fallback ran")
+print("ok")
+"""
 
-def test_flaggems_spacemit_heuristics_lack_what_its_kernels_declare():
-    """FlagGems' SpacemiT vendor supplies bmm's and upsample_nearest2d's constexpr arguments from its
-    heuristics table, which lacks these; the kernels declare them (read from FlagGems, used in place)."""
+
+def _in_flaggems(script: str) -> None:
+    """Runs `script` in a fresh process with FlagGems' SpacemiT vendor (importing FlagGems activates it)."""
     import importlib.util
     import os
     import subprocess
@@ -64,6 +79,18 @@ def test_flaggems_spacemit_heuristics_lack_what_its_kernels_declare():
         pytest.skip("FlagGems is not installed: scripts/setup.sh installs it from ../shared/conformance")
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, GEMS_VENDOR="spacemit", SPINE_TARGET="host", PYTHONPATH=repo)
-    proc = subprocess.run([sys.executable, "-c", FLAGGEMS_TABLES], capture_output=True, text=True, env=env,
-                          cwd="/tmp", timeout=600)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd="/tmp",
+                          timeout=600)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+def test_flaggems_cpu_fallbacks_pass_scales_torch_refuses():
+    """FlagGems' _upsample_nearest_exact2d/3d fall back to torch's operator off CUDA, passing each scale as
+    a list ([None]) where the operator takes a float: torch refuses, before any kernel (SCHEMA_REFUSAL)."""
+    _in_flaggems(FLAGGEMS_FALLBACKS)
+
+
+def test_flaggems_spacemit_heuristics_lack_what_its_kernels_declare():
+    """FlagGems' SpacemiT vendor supplies bmm's and upsample_nearest2d's constexpr arguments from its
+    heuristics table, which lacks these; the kernels declare them (read from FlagGems, used in place)."""
+    _in_flaggems(FLAGGEMS_TABLES)
