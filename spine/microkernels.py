@@ -25,6 +25,8 @@ what fits the register file:
     vnni         AVX-512's dot products for CPUs without AMX (Ice Lake, Zen 4): int8 on `vpdpbusd` (AVX512-VNNI),
                  bf16 on `vdpbf16ps` (AVX512-BF16), 8 x 2 vectors per register block; to_linalg/vnni_matmul.py.
                  "avx512-vnni" names it for int8, "avx512-vnni-bf16" for both (AMD's cores only)
+    avxvnni      the same for int8 on AVX-VNNI's 256-bit `vpdpbusd` (Alder Lake and later, without AVX-512),
+                 6 x 2 ymm vectors per register block; "avx2-vnni" names it, AVX2's FMA kernel for the rest
 
 `choose` is the only place that maps a target to an entry.
 
@@ -92,6 +94,10 @@ MICROKERNELS = {mk.name: mk for mk in (
                 False, 14, 2, a_rows=True, min_rows=8, shuffle_transposes=True, int8="vnni", bf16="vnni"),
     MicroKernel("vnni", "AVX-512 vpdpbusd (int8) / vdpbf16ps (bf16) dot products, 8 x 32 per register block", 16,
                 False, 8, 2, matrix_unit=True),
+    MicroKernel("avx2-vnni", "AVX2 + FMA vfmadd231ps, 256-bit; int8 products on AVX-VNNI", 8, False, 6, 2,
+                a_rows=True, min_rows=4, shuffle_transposes=True, int8="avxvnni"),
+    MicroKernel("avxvnni", "AVX-VNNI vpdpbusd ymm dot products (int8), 6 x 16 per register block", 8, False, 6, 2,
+                matrix_unit=True),
     MicroKernel("sse", "SSE2 mulps + addps, 128-bit", 4, False, 4, 2, fma=False),
     MicroKernel("portable", "no vector unit: four-lane vectors LLVM splits into scalars", 4, False, 4, 2),
 )}
@@ -114,7 +120,7 @@ def choose(triple: str, cpu: str, features: str, matrix_unit: bool = True) -> Mi
         if "+avx512f" in enabled:
             return MICROKERNELS[_avx512_kernel(enabled, cpu) if matrix_unit else "avx512"]
         if {"+avx2", "+fma"} <= enabled:
-            return MICROKERNELS["avx2"]
+            return MICROKERNELS["avx2-vnni" if "+avxvnni" in enabled and matrix_unit else "avx2"]
         return MICROKERNELS["sse"]
     return MICROKERNELS["portable"]
 

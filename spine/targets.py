@@ -33,12 +33,13 @@ _X86_CPU_LEVELS = {
     "sandybridge": "x86-64-v2", "ivybridge": "x86-64-v2", "westmere": "x86-64-v2", "nehalem": "x86-64-v2",
     "x86-64-v4": "x86-64-v4", "x86-64-v3": "x86-64-v3", "x86-64-v2": "x86-64-v2", "x86-64": "x86-64",
 }
-# What Spine's choices need to know of an x86 CPU's own features beyond its level: AMX, AVX512-VNNI and
-# AVX512-BF16 (spine/microkernels.py).
-_VNNI, _BF16 = ("+avx512vnni",), ("+avx512vnni", "+avx512bf16")
+# What Spine's choices need to know of an x86 CPU's own features beyond its level: AMX, AVX512-VNNI,
+# AVX512-BF16 and AVX-VNNI (spine/microkernels.py).
+_VNNI, _BF16, _AVX_VNNI = ("+avx512vnni",), ("+avx512vnni", "+avx512bf16"), ("+avxvnni",)
 _AMX = _BF16 + ("+amx-tile", "+amx-int8", "+amx-bf16")
 X86_CPU_FEATURES = {"cascadelake": _VNNI, "icelake-client": _VNNI, "icelake-server": _VNNI, "tigerlake": _VNNI,
                     "rocketlake": _VNNI, "cooperlake": _BF16, "znver4": _BF16, "znver5": _BF16,
+                    "alderlake": _AVX_VNNI, "raptorlake": _AVX_VNNI, "meteorlake": _AVX_VNNI, "arrowlake": _AVX_VNNI,
                     "sapphirerapids": _AMX, "emeraldrapids": _AMX, "graniterapids": _AMX, "graniterapids-d": _AMX,
                     "diamondrapids": _AMX}
 # RISC-V CPUs whose own features include V.

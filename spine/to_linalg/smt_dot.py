@@ -124,7 +124,7 @@ def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kerne
 
 
 # the emitter of each matrix-unit kernel (spine/microkernels.py: matrix units and dot-product instructions)
-MATRIX_UNITS = {"ime": ime_matmul, "amx": amx_matmul, "vnni": vnni_matmul}
+MATRIX_UNITS = {"ime": ime_matmul, "amx": amx_matmul, "vnni": vnni_matmul, "avxvnni": vnni_matmul}
 
 
 def _matrix_unit(kernel, a_op: mk.Operand, b_op: mk.Operand, sum_type: str, c_in_op, out_element: str):

@@ -1,6 +1,6 @@
-"""The packed matmul on AVX-512's dot-product instructions (spine/microkernels.py's "vnni"): int8 x int8 -> int32
-on `vpdpbusd` (AVX512-VNNI: Cascade Lake, Ice Lake, Zen 4 on) and bf16 x bf16 -> fp32 on `vdpbf16ps`
-(AVX512-BF16: Cooper Lake, Zen 4 on), for x86 CPUs without AMX. Same arguments as smt_microkernel.py's:
+"""The packed matmul on x86's dot-product instructions (spine/microkernels.py's "vnni" and "avxvnni"): int8 x int8
+-> int32 on `vpdpbusd` (AVX512-VNNI: Cascade Lake, Ice Lake, Zen 4 on; AVX-VNNI's 256-bit form: Alder Lake
+on) and bf16 x bf16 -> fp32 on `vdpbf16ps` (AVX512-BF16: Cooper Lake, Zen 4 on), for x86 CPUs without AMX. Same arguments as smt_microkernel.py's:
 C (+)= A @ B.
 
 Each instruction adds, in each of 16 lanes, the products of 4 int8 (2 bf16) pairs: 64 (32) multiply-adds,
@@ -9,7 +9,7 @@ so that a 64-byte load holds 16 columns' G consecutive k; A's G consecutive k of
 broadcast (from memory, folded into the instruction):
 
     for j over blocks of 32 columns (B's VNNI rows there: 128 bytes each, in L1 across the row blocks):
-        for i over blocks of 8 rows:
+        for i over blocks of 8 rows:                     (AVX-VNNI: 16 columns, 6 rows, ymm)
             acc[8][2] = C's block, or zero               16 of the 32 zmm registers
             for q over groups of G k:
                 b[v] = B's VNNI row q, columns 32 j + 16 v ..             2 loads
@@ -38,9 +38,10 @@ from . import vnni_panels as vp
 from .smt_microkernel import ALIGNMENT, PackedMatmul, _function
 from .smt_panels import add, loop, mul
 
-ROWS = 8             # rows of a register block
-VECTORS = 2          # 16-column vectors of a register block
-INTRINSICS = {("i8", "i32"): "llvm.x86.avx512.vpdpbusd.512", ("bf16", "f32"): "llvm.x86.avx512bf16.dpbf16ps.512"}
+# (element, sums, lanes) -> the instruction's intrinsic; the register block's rows, vectors and lanes are the
+# micro-kernel's (spine/microkernels.py: "vnni" 8 x 2 zmm, "avxvnni" 6 x 2 ymm)
+INTRINSICS = {("i8", "i32", 16): "llvm.x86.avx512.vpdpbusd.512", ("bf16", "f32", 16): "llvm.x86.avx512bf16.dpbf16ps.512",
+              ("i8", "i32", 8): "llvm.x86.avx512.vpdpbusd.256"}
 SIGN_SHIFT = 7       # 128 = 1 << 7: what B's flipped sign bit adds to each byte
 VIEWS = True         # A and B may be views of larger matrices (any strides)
 
@@ -50,7 +51,7 @@ def supports(spec: PackedMatmul) -> bool:
     type, plain matrices (smt's packed tiles go through the FMA kernel), B packed by each call, no row
     bound."""
     operands = [spec.a, spec.b, spec.c_out] + ([spec.c_in] if spec.c_in else [])
-    return (spec.a.element == spec.b.element and (spec.a.element, spec.accumulator) in INTRINSICS
+    return (spec.a.element == spec.b.element and (spec.a.element, spec.accumulator, spec.kernel.lanes) in INTRINSICS
             and all(x.element == spec.accumulator for x in operands[2:])
             and not any(x.packed for x in operands) and not spec.b_panels and not spec.row_bound
             and not spec.strided_out)
@@ -60,8 +61,9 @@ def define(module_body: ir.Block, spec: PackedMatmul) -> None:
     """Adds `func.func private @<spec.name>(a, b, [c_in,] c_out)`: a and b with any strides, c_in and c_out
     row-major buffers (c_out the caller's, or, in place, the accumulator); and the register block's
     function."""
-    layout = vp.Layout(spec.a.rows, spec.b.cols, spec.a.cols, spec.a.element, spec.accumulator, ROWS,
-                       VECTORS * vp.LANES, 4 // (1 if spec.a.element == "i8" else 2))
+    kernel = spec.kernel
+    layout = vp.Layout(spec.a.rows, spec.b.cols, spec.a.cols, spec.a.element, spec.accumulator, kernel.rows,
+                       kernel.vectors * kernel.lanes, 4 // (1 if spec.a.element == "i8" else 2))
     inputs = [spec.a.memref_type(), spec.b.memref_type()] + ([spec.c_in.memref_type(True)] if spec.c_in else [])
     inputs.append(spec.c_out.memref_type(contiguous=True))
     _, entry = _function(module_body, spec.name, inputs)
@@ -72,7 +74,7 @@ def define(module_body: ir.Block, spec: PackedMatmul) -> None:
         earlier = c_in if c_in is not None else c_out if spec.in_place else None
         integer = layout.element == "i8"
         sums = _row_sums(a, layout) if integer else None
-        vp.compute(layout, a, b, earlier, c_out, lambda *m: _blocks(module_body, layout, sums, *m),
+        vp.compute(layout, a, b, earlier, c_out, lambda *m: _blocks(module_body, kernel, layout, sums, *m),
                    flip_b_sign=integer)
         func.ReturnOp([])
 
@@ -100,34 +102,36 @@ def _row_sums(a, layout: vp.Layout) -> ir.Value:
     return sums
 
 
-def _blocks(module_body, layout: vp.Layout, row_sums, a: vp.Matrix, b: vp.Matrix, start, out: vp.Matrix) -> None:
+def _blocks(module_body, kernel, layout: vp.Layout, row_sums, a: vp.Matrix, b: vp.Matrix, start,
+            out: vp.Matrix) -> None:
     """Every register block of C: column blocks outermost (their VNNI rows of B stay in L1)."""
-    name = _define_block(module_body, layout, start is not None)
+    name = _define_block(module_body, kernel, layout, start is not None)
     matrices = [a, b, out] + ([start] if start is not None else [])
     strides = [vp.i64(m.row_bytes) for m in matrices]
-    col_bytes = VECTORS * vp.LANES * vp.SUM_BYTES
+    col_bytes = kernel.vectors * kernel.lanes * vp.SUM_BYTES
 
     def column_block(j, _):
         def row_block(i, _):
-            rows = mul(i, ROWS)
+            rows = mul(i, kernel.rows)
             addresses = [a.at(rows, 0), b.at(0, mul(j, col_bytes)), out.at(rows, mul(j, col_bytes))]
             if start is not None:
                 addresses.append(start.at(rows, mul(j, col_bytes)))
             if row_sums is not None:
                 addresses.append(add(vp.address(row_sums), mul(rows, 4)))
             llvm.CallOp(None, [vp.i64(x) for x in addresses] + strides, [], [], callee=ir.FlatSymbolRefAttr.get(name))
-        loop(0, layout.padded_m // ROWS, 1, row_block)
-    loop(0, layout.padded_n // (VECTORS * vp.LANES), 1, column_block)
+        loop(0, layout.padded_m // kernel.rows, 1, row_block)
+    loop(0, layout.padded_n // (kernel.vectors * kernel.lanes), 1, column_block)
 
 
-def _define_block(module_body: ir.Block, layout: vp.Layout, accumulates: bool) -> str:
+def _define_block(module_body: ir.Block, kernel, layout: vp.Layout, accumulates: bool) -> str:
     """`llvm.func internal @spine_vnni_block_<element>_k<groups>[_acc](a, b, c, [start,] [row_sums,] a_row,
     b_row, c_row [, start_row])`: i64 addresses and the bytes between their rows; one register block,
-    C's 8 x 32 = start's (`accumulates`; else zero) + A's 8 rows times B's 32 columns over every group of
-    G k. Its one caller inlines it. Returns its name."""
+    C's rows x (vectors x lanes) = start's (`accumulates`; else zero) + A's rows times B's columns over every
+    group of G k. Its one caller inlines it. Returns its name."""
+    rows_, vectors, lanes = kernel.rows, kernel.vectors, kernel.lanes
     groups = layout.padded_k // layout.group
     integer = layout.element == "i8"
-    name = f"spine_vnni_block_{layout.element}_k{groups}" + ("_acc" if accumulates else "")
+    name = f"spine_vnni_block_{layout.element}_{rows_}x{vectors}x{lanes}_k{groups}" + ("_acc" if accumulates else "")
     if vp.defines(module_body, name):
         return name
     i64 = ir.IntegerType.get_signless(64)
@@ -145,44 +149,46 @@ def _define_block(module_body: ir.Block, layout: vp.Layout, accumulates: bool) -
         a_row, b_row, c_row = args[addresses:addresses + 3]
         start_row = args[addresses + 3] if accumulates else None
         sums_type = ir.Type.parse(layout.sums)
-        acc_type = ir.VectorType.get([vp.LANES], sums_type)
-        operand_type = ir.VectorType.get([64], ir.IntegerType.get_signless(8)) if integer else \
-            ir.VectorType.get([32], ir.BF16Type.get())
+        acc_type = ir.VectorType.get([lanes], sums_type)
+        operand_type = ir.VectorType.get([4 * lanes], ir.IntegerType.get_signless(8)) if integer else \
+            ir.VectorType.get([2 * lanes], ir.BF16Type.get())
         i32 = ir.IntegerType.get_signless(32)
-        word = ir.VectorType.get([vp.LANES], i32)
+        word = ir.VectorType.get([lanes], i32)
+        intrinsic = INTRINSICS[layout.element, layout.sums, lanes]
+        vector_bytes = 4 * lanes
 
         def at(base, row, index, column_bytes):
             """base + index * row (i64 values and an index) + column_bytes, as a pointer."""
             return vp.pointer(arith.AddIOp(base, arith.MulIOp(row, vp.i64(index)).result).result, column_bytes)
 
         if start is None:
-            first = [vp.zero_vector(acc_type)] * (ROWS * VECTORS)
+            first = [vp.zero_vector(acc_type)] * (rows_ * vectors)
         else:
-            first = [llvm.LoadOp(acc_type, at(start, start_row, r, v * 64), alignment=4).result
-                     for r in range(ROWS) for v in range(VECTORS)]
+            first = [llvm.LoadOp(acc_type, at(start, start_row, r, v * vector_bytes), alignment=4).result
+                     for r in range(rows_) for v in range(vectors)]
 
         def step(q, accs):
-            columns = [llvm.BitcastOp(operand_type, llvm.LoadOp(word, at(b, b_row, q, v * 64), alignment=4).result).result
-                       for v in range(VECTORS)]
+            columns = [llvm.BitcastOp(operand_type, llvm.LoadOp(word, at(b, b_row, q, v * vector_bytes),
+                                                                alignment=4).result).result
+                       for v in range(vectors)]
             results = []
-            for r in range(ROWS):
+            for r in range(rows_):
                 scalar = llvm.LoadOp(i32, at(a, a_row, r, mul(q, 4)), alignment=1).result
                 row = llvm.BitcastOp(operand_type, vector.BroadcastOp(word, scalar).result).result
-                results += [llvm.call_intrinsic(acc_type, INTRINSICS[layout.element, layout.sums],
-                                                [accs[r * VECTORS + v], columns[v], row], [], [])
-                            for v in range(VECTORS)]
+                results += [llvm.call_intrinsic(acc_type, intrinsic, [accs[r * vectors + v], columns[v], row], [], [])
+                            for v in range(vectors)]
             return results
         accs = loop(0, groups, 1, step, first)
-        for r in range(ROWS):
+        for r in range(rows_):
             correction = None
             if integer:       # 128 times the row's sum of A: what B's unsigned bytes added
                 total = llvm.LoadOp(i32, vp.pointer(row_sums, im.const(4 * r)), alignment=4).result
                 shifted = arith.ShLIOp(total, arith.ConstantOp(i32, SIGN_SHIFT).result).result
                 correction = vector.BroadcastOp(acc_type, shifted).result
-            for v in range(VECTORS):
-                acc = accs[r * VECTORS + v]
+            for v in range(vectors):
+                acc = accs[r * vectors + v]
                 if correction is not None:
                     acc = arith.SubIOp(acc, correction).result
-                llvm.StoreOp(acc, at(c, c_row, r, v * 64), alignment=4)
+                llvm.StoreOp(acc, at(c, c_row, r, v * vector_bytes), alignment=4)
         llvm.ReturnOp()
     return name

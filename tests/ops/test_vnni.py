@@ -3,7 +3,8 @@ to_linalg/vnni_matmul.py), the kernel x86 CPUs without AMX get: int8 on `vpdpbus
 bf16 on `vdpbf16ps` (compiled for Zen 4, which takes it). int8 exact against torch (the unsigned B and its
 correction included), bf16 within fp32 summation's bound, on sizes that are not multiples of the 8 x 32
 register block or of the 4 (int8) and 2 (bf16) k of a dot product. They run where the machine has the
-instructions; the assembly tests compile anywhere on x86-64."""
+instructions; the assembly tests compile anywhere on x86-64. AVX-VNNI's 256-bit form (compiled for Alder
+Lake) is tested the same way."""
 from __future__ import annotations
 
 import pytest
@@ -22,8 +23,12 @@ from tests.smt.test_dot import run_dot
 # own, which Intel's cores lack), for machines with Zen 4's AVX-512 extensions.
 CASCADE_LAKE = {"SPINE_HOST_CPU": "cascadelake"}
 ZEN4 = {"SPINE_HOST_CPU": "znver4", "SPINE_HOST_FEATURES": "-sse4a"}
+ALDER_LAKE = {"SPINE_HOST_CPU": "alderlake"}     # AVX2 and AVX-VNNI, no AVX-512
 needs_vnni = pytest.mark.skipif(not host_has("avx512_vnni", "avx512bw", "avx512vl", "avx512dq"),
                                 reason="this machine's CPU has no AVX512-VNNI")
+needs_avx_vnni = pytest.mark.skipif(not host_has("avx_vnni", "avx2", "fma", "bmi2", "f16c", "movbe", "gfni", "vaes",
+                                                 "vpclmulqdq"),
+                                    reason="this machine's CPU lacks Alder Lake's extensions (AVX-VNNI among them)")
 needs_bf16 = pytest.mark.skipif(not host_has("avx512_vnni", "avx512_bf16", "avx512bw", "avx512vbmi", "avx512_vbmi2",
                                              "avx512ifma", "avx512_bitalg", "avx512_vpopcntdq", "gfni", "vaes"),
                                 reason="this machine's CPU lacks Zen 4's AVX-512 extensions (AVX512-BF16 among them)")
@@ -75,6 +80,16 @@ def test_b_read_across_its_rows(monkeypatch):
     torch.testing.assert_close(_matmul(a, w.t(), (32, 16, 32)), a.int() @ w.t().int(), rtol=0, atol=0)
 
 
+@needs_avx_vnni
+@pytest.mark.parametrize("m,n,k,block", [(37, 45, 70, (32, 32, 64)), (17, 100, 9, (32, 32, 64)),
+                                         (64, 96, 256, (64, 32, 128))])
+def test_int8_on_avx_vnni(monkeypatch, m, n, k, block):
+    """The 256-bit form (6 x 2 ymm register blocks) for CPUs with AVX-VNNI and no AVX-512."""
+    _on(monkeypatch, ALDER_LAKE)
+    a, b = _int8(m, k), _int8(k, n)
+    torch.testing.assert_close(_matmul(a, b, block), a.int() @ b.int(), rtol=0, atol=0)
+
+
 @needs_bf16
 @pytest.mark.parametrize("m,n,k,block", [(37, 45, 70, (32, 32, 32)), (64, 64, 128, (64, 64, 64)),
                                          (50, 33, 101, (64, 64, 64))])
@@ -103,6 +118,12 @@ def test_the_code_runs_on_dot_products(tmp_path, monkeypatch, dtype, env, instru
     assert assembly.count(instruction) >= 16 and "tdpb" not in assembly
 
 
+@pytest.mark.skipif(not host_has("avx2"), reason="the assembly is dumped by a host compile, for x86-64")
+def test_avx_vnni_code_uses_256_bit_registers(tmp_path, monkeypatch):
+    assembly = _assembly(tmp_path, monkeypatch, torch.int8, **ALDER_LAKE)
+    assert assembly.count("vpdpbusd") >= 12 and "%ymm" in assembly and "%zmm" not in assembly
+
+
 @pytest.mark.skipif(not host_has("avx512f"), reason="the assembly is dumped by a host compile, for x86-64")
 def test_bf16_stays_on_fma_on_intel(tmp_path, monkeypatch):
     """Intel's cores with AVX512-BF16 and no AMX keep bf16 on the FMA kernel, where it measured faster."""
@@ -117,3 +138,6 @@ def test_the_kernel_is_chosen_by_the_target_cpu():
     assert choose(X86, "znver4", "", matrix_unit=False).name == "avx512"
     assert choose(X86, "skylake-avx512", "").name == "avx512"
     assert choose(X86, "x86-64-v4", "+avx512vnni").name == "avx512-vnni"
+    assert choose(X86, "alderlake", "").name == "avx2-vnni"
+    assert choose(X86, "x86-64-v3", "+avxvnni").name == "avx2-vnni"
+    assert choose(X86, "haswell", "").name == "avx2"

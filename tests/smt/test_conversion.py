@@ -138,7 +138,7 @@ def test_register_blocks_fit():
     """Every micro-kernel's accumulators and B vectors fit the register file it was sized for, and panel
     widths are powers of two (the packing copies runs that must not cross a panel's edge)."""
     registers = {"rvv": 32, "rvv-ime": 32, "ime": 32, "avx512": 32, "avx512-amx": 32, "amx": 8, "avx512-vnni": 32,
-                 "avx512-vnni-bf16": 32, "vnni": 32, "avx2": 16, "sse": 16, "portable": 32}
+                 "avx512-vnni-bf16": 32, "vnni": 32, "avx2-vnni": 16, "avxvnni": 16, "avx2": 16, "sse": 16, "portable": 32}
     for kernel in MICROKERNELS.values():
         if kernel.name == "ime":   # register pairs of 4x4 sums per A tile (4 rows) and B tile, and the tiles
             used = (kernel.rows // 4) * kernel.vectors * 2 + kernel.rows // 4 + kernel.vectors
