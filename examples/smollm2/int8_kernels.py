@@ -1,0 +1,259 @@
+"""The products of the decoder over activations quantized to 8 bits, as llama.cpp computes them.
+
+llama.cpp does not multiply its Q4_1 and Q8_0 weights by fp32 activations: it first quantizes each block
+of 32 activations to int8 (its Q8_1 and Q8_0 formats) and takes integer dot products, which is what
+integer SIMD (AVX-VNNI, RVV's vwmacc) and K1's IME want. This module computes the same arithmetic:
+
+    quantize:  a = max |x| over the block,  d = fp16(a / 127),  q = rint(x * 127 / a)  (int8),
+               s = fp16(d32 * sum(q))       (the block sum Q8_1 keeps for Q4_1's minimum)
+    Q4_1 x Q8_1:  sum over blocks of  d_w * d * sum(q_w * q)  +  m_w * s
+    Q8_0 x Q8_0:  sum over blocks of  d_w * d * sum(q_w * q)
+
+d and s are rounded through fp16, as llama.cpp stores them; its x86 code scales by 127 / a and rounds to
+nearest even (`_mm256_round_ps`), as here. The integer sums are exact, so a block's result differs from
+llama.cpp's only in the order its fp32 sums are taken.
+
+Each block's integer products are summed in pairs (weight j with j + 16, the low and the high nibble of
+byte j) in int16, which cannot overflow (2 * 15 * 127 for Q4_1, 2 * 128 * 127 for Q8_0), then widened
+once. Several tokens take `tl.dot` on int8 tiles, which the matrix-unit micro-kernels run."""
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+from .kernels import (GEMV_ROWS, GEMV_STEP, PREFILL_BLOCKS, QK, QuantMatrix, _gemv_rows, _q4_1_blocks, _row_rstd,
+                      _store_rows, _store_tile, _tail_step)
+
+
+@triton.jit
+def quantize_q8_kernel(x_ptr, norm_ptr, q_ptr, d_ptr, s_ptr, K, stride_xm, eps, NORM: tl.constexpr,
+                       NB: tl.constexpr):
+    """Row program_id(0) of x (RMS-normalised and scaled by norm when NORM) as int8 blocks q [K], their
+    scales d [K / 32] and their scaled sums s [K / 32], NB blocks per step."""
+    row = tl.program_id(0)
+    x_row = x_ptr + row * stride_xm
+    blocks = K // 32
+    rstd = 0.0
+    if NORM:
+        rstd = tl.sum(_row_rstd(x_row, tl.arange(0, 1), 1, K, 0, eps, 1, 64), axis=0)
+    for b0 in range(0, blocks, NB):
+        blk = b0 + tl.arange(0, NB)
+        at = blk[:, None] * 32 + tl.arange(0, 32)[None, :]
+        inside = blk[:, None] < blocks
+        x = tl.load(x_row + at, mask=inside, other=0.0)
+        if NORM:
+            x = x * rstd * tl.load(norm_ptr + at, mask=inside, other=0.0)
+        top = tl.max(tl.abs(x), axis=1)
+        scale = tl.where(top != 0.0, 127.0 / top, 0.0)
+        q = libdevice.rint(x * scale[:, None])
+        d = top / 127.0
+        tl.store(q_ptr + row * K + at, q.to(tl.int8), mask=inside)
+        tl.store(d_ptr + row * blocks + blk, d.to(tl.float16).to(tl.float32), mask=blk < blocks)
+        tl.store(s_ptr + row * blocks + blk, (d * tl.sum(q, axis=1)).to(tl.float16).to(tl.float32),
+                 mask=blk < blocks)
+
+
+@triton.jit
+def _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, rn, row_bytes, b_start, b_end, BLOCK_N: tl.constexpr,
+                  NB: tl.constexpr):
+    """Rows rn's Q4_1 x Q8_1 dot products over blocks b_start .. b_end, NB blocks a step. The accumulator
+    keeps 16 lanes per row (the pair sums, scaled per block), reduced once at the end."""
+    j = tl.arange(0, 16)
+    acc = tl.zeros([BLOCK_N, 16], tl.float32)
+    macc = tl.zeros([BLOCK_N, NB], tl.float32)
+    for b0 in range(b_start, b_end, NB):
+        blk = b0 + tl.arange(0, NB)
+        d, m, q = _q4_1_blocks(w_ptr, w16_ptr, rn, row_bytes, blk)
+        at = blk[:, None] * 32 + j[None, :]
+        x_lo = tl.load(xq_ptr + at).to(tl.int16)
+        x_hi = tl.load(xq_ptr + at + 16).to(tl.int16)
+        pairs = (q & 15).to(tl.int16) * x_lo[None, :, :] + (q >> 4).to(tl.int16) * x_hi[None, :, :]
+        scale = d * tl.load(xd_ptr + blk)[None, :]
+        acc += tl.sum(pairs.to(tl.float32) * scale[:, :, None], axis=1)
+        macc += m * tl.load(xs_ptr + blk)[None, :]
+    return tl.sum(acc, axis=1) + tl.sum(macc, axis=1)
+
+
+@triton.jit
+def _q4_1_q8_row_dots(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, rn, K, BLOCK_N: tl.constexpr, NB: tl.constexpr,
+                      NB_TAIL: tl.constexpr):
+    row_bytes = (K // 32) * 20
+    blocks = K // 32
+    main = blocks - blocks % NB
+    y = _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, rn, row_bytes, 0, main, BLOCK_N, NB)
+    return y + _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, rn, row_bytes, main, blocks, BLOCK_N, NB_TAIL)
+
+
+@triton.jit
+def q4_1_q8_gemv_kernel(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, res_ptr, y_ptr, N, K, RESIDUAL: tl.constexpr,
+                        BLOCK_N: tl.constexpr, NB: tl.constexpr, NB_TAIL: tl.constexpr):
+    """y = x @ W^T (+ res) for one quantized row of activations (N >= BLOCK_N)."""
+    rows, mine = _gemv_rows(N, BLOCK_N)
+    y = _q4_1_q8_row_dots(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, rows, K, BLOCK_N, NB, NB_TAIL)
+    _store_rows(y, res_ptr, y_ptr, rows, mine, RESIDUAL)
+
+
+@triton.jit
+def q4_1_q8_swiglu_gemv_kernel(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16_ptr, y_ptr, N, K,
+                               BLOCK_N: tl.constexpr, NB: tl.constexpr, NB_TAIL: tl.constexpr):
+    rows, mine = _gemv_rows(N, BLOCK_N)
+    gate = _q4_1_q8_row_dots(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, rows, K, BLOCK_N, NB, NB_TAIL)
+    up = _q4_1_q8_row_dots(xq_ptr, xd_ptr, xs_ptr, wu_ptr, wu16_ptr, rows, K, BLOCK_N, NB, NB_TAIL)
+    tl.store(y_ptr + rows, gate / (1.0 + tl.exp(-gate)) * up, mask=mine)
+
+
+@triton.jit
+def _q4_1_q8_tile(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, rm, rn, M, N, K, BLOCK_M: tl.constexpr,
+                  BLOCK_N: tl.constexpr):
+    """acc[m, n] = Q4_1 x Q8_1 products of quantized rows rm with weight rows rn: per block, two int8
+    `tl.dot`s (the low and the high nibbles against the block's two halves) into int32."""
+    row_bytes = (K // 32) * 20
+    blocks = K // 32
+    mmask = rm < M
+    nmask = rn < N
+    j = tl.arange(0, 16)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for b in range(0, blocks):
+        block = rn * row_bytes + b * 20
+        d = tl.load(w16_ptr + block // 2, mask=nmask, other=0.0).to(tl.float32)
+        m = tl.load(w16_ptr + block // 2 + 1, mask=nmask, other=0.0).to(tl.float32)
+        q = tl.load(w_ptr + block[:, None] + 4 + j[None, :], mask=nmask[:, None], other=0)
+        at = rm[:, None] * K + b * 32 + j[None, :]
+        x_lo = tl.load(xq_ptr + at, mask=mmask[:, None], other=0)
+        x_hi = tl.load(xq_ptr + at + 16, mask=mmask[:, None], other=0)
+        dots = tl.dot(x_lo, tl.trans((q & 15).to(tl.int8))) + tl.dot(x_hi, tl.trans((q >> 4).to(tl.int8)))
+        xd = tl.load(xd_ptr + rm * blocks + b, mask=mmask, other=0.0)
+        xs = tl.load(xs_ptr + rm * blocks + b, mask=mmask, other=0.0)
+        acc += dots.to(tl.float32) * (xd[:, None] * d[None, :]) + xs[:, None] * m[None, :]
+    return acc
+
+
+@triton.jit
+def q4_1_q8_matmul_kernel(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, res_ptr, y_ptr, M, N, K, stride_ym,
+                          RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    acc = _q4_1_q8_tile(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, rm, rn, M, N, K, BLOCK_M, BLOCK_N)
+    _store_tile(acc, res_ptr, y_ptr, rm, rn, M, N, stride_ym, RESIDUAL)
+
+
+@triton.jit
+def q4_1_q8_swiglu_kernel(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16_ptr, y_ptr, M, N, K, stride_ym,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    gate = _q4_1_q8_tile(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, rm, rn, M, N, K, BLOCK_M, BLOCK_N)
+    up = _q4_1_q8_tile(xq_ptr, xd_ptr, xs_ptr, wu_ptr, wu16_ptr, rm, rn, M, N, K, BLOCK_M, BLOCK_N)
+    y = gate / (1.0 + tl.exp(-gate)) * up
+    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :], y, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def _q8_0_q8_span(xq_ptr, xd_ptr, w_ptr, w16_ptr, rows, row_bytes, b_start, b_end, BLOCK_N: tl.constexpr,
+                  NB: tl.constexpr):
+    j = tl.arange(0, 16)
+    acc = tl.zeros([BLOCK_N, 16], tl.float32)
+    for b0 in range(b_start, b_end, NB):
+        blk = b0 + tl.arange(0, NB)
+        d = tl.load(w16_ptr + rows[:, None] * (row_bytes // 2) + blk[None, :] * 17).to(tl.float32)
+        at = rows[:, None, None] * row_bytes + blk[None, :, None] * 34 + 2 + j[None, None, :]
+        w_lo = tl.load(w_ptr + at).to(tl.int16)
+        w_hi = tl.load(w_ptr + at + 16).to(tl.int16)
+        x_at = blk[:, None] * 32 + j[None, :]
+        pairs = w_lo * tl.load(xq_ptr + x_at).to(tl.int16)[None, :, :] + \
+            w_hi * tl.load(xq_ptr + x_at + 16).to(tl.int16)[None, :, :]
+        scale = d * tl.load(xd_ptr + blk)[None, :]
+        acc += tl.sum(pairs.to(tl.float32) * scale[:, :, None], axis=1)
+    return tl.sum(acc, axis=1)
+
+
+@triton.jit
+def q8_0_q8_gemv_kernel(xq_ptr, xd_ptr, w_ptr, w16_ptr, y_ptr, N, K, BLOCK_N: tl.constexpr, NB: tl.constexpr,
+                        NB_TAIL: tl.constexpr):
+    """y = x @ W^T for one quantized row and W in Q8_0: the output head."""
+    rows, mine = _gemv_rows(N, BLOCK_N)
+    row_bytes = (K // 32) * 34
+    blocks = K // 32
+    main = blocks - blocks % NB
+    y = _q8_0_q8_span(xq_ptr, xd_ptr, w_ptr, w16_ptr, rows, row_bytes, 0, main, BLOCK_N, NB)
+    y += _q8_0_q8_span(xq_ptr, xd_ptr, w_ptr, w16_ptr, rows, row_bytes, main, blocks, BLOCK_N, NB_TAIL)
+    tl.store(y_ptr + rows, y, mask=mine)
+
+
+# ---- launchers -----------------------------------------------------------------------------------------
+
+QUANTIZE_STEP = 8  # blocks per step of the quantizing kernel
+
+
+class QuantizedRows:
+    """Activations [rows, cols] as int8 blocks: `q` int8 [rows, cols], `d` and `s` fp32 [rows, cols / 32]."""
+
+    def __init__(self, q, d, s):
+        self.q, self.d, self.s = q, d, s
+
+    @property
+    def rows(self) -> int:
+        return self.q.shape[0]
+
+
+def quantize(x, norm=None, eps=0.0) -> QuantizedRows:
+    """x [M, K] fp32 (rmsnorm(x) * norm when norm is given) in int8 blocks of 32."""
+    m, k = x.shape
+    if k % QK:
+        raise ValueError(f"activations of width {k}: a multiple of {QK} is needed")
+    q = torch.empty((m, k), dtype=torch.int8)
+    d = torch.empty((m, k // QK), dtype=torch.float32)
+    s = torch.empty((m, k // QK), dtype=torch.float32)
+    quantize_q8_kernel[(m,)](x, x if norm is None else norm, q, d, s, k, x.stride(0), eps, NORM=norm is not None,
+                             NB=QUANTIZE_STEP)
+    return QuantizedRows(q, d, s)
+
+
+def _check(x: QuantizedRows, w: QuantMatrix):
+    if x.q.shape[1] != w.cols:
+        raise ValueError(f"activations of width {x.q.shape[1]} against a matrix of {w.cols} columns")
+    if w.rows < GEMV_ROWS:
+        raise ValueError(f"a matrix of {w.rows} rows: the kernels need at least {GEMV_ROWS}")
+
+
+def linear(x, w: QuantMatrix, norm=None, residual=None, eps=0.0):
+    """(rmsnorm(x) * norm if norm is given else x) @ w^T (+ residual), the activations quantized first."""
+    xq = quantize(x, norm, eps)
+    _check(xq, w)
+    m, k = xq.rows, w.cols
+    y = torch.empty((m, w.rows), dtype=torch.float32)
+    steps = dict(BLOCK_N=GEMV_ROWS, NB=GEMV_STEP, NB_TAIL=_tail_step(k))
+    if w.kind == "Q8_0":
+        if residual is not None or m != 1:
+            raise ValueError("the Q8_0 kernel is the output head: one row, no residual")
+        q8_0_q8_gemv_kernel[(triton.cdiv(w.rows, GEMV_ROWS),)](xq.q, xq.d, w.values, w.halves, y, w.rows, k, **steps)
+        return y
+    res = x if residual is None else residual
+    if m == 1:
+        q4_1_q8_gemv_kernel[(triton.cdiv(w.rows, GEMV_ROWS),)](xq.q, xq.d, xq.s, w.data, w.halves, res, y, w.rows, k,
+                                                             RESIDUAL=residual is not None, **steps)
+        return y
+    bm, bn = PREFILL_BLOCKS
+    q4_1_q8_matmul_kernel[(triton.cdiv(w.rows, bn), triton.cdiv(m, bm))](
+        xq.q, xq.d, xq.s, w.data, w.halves, res, y, m, w.rows, k, y.stride(0), RESIDUAL=residual is not None,
+        BLOCK_M=bm, BLOCK_N=bn)
+    return y
+
+
+def swiglu(x, norm, gate: QuantMatrix, up: QuantMatrix, eps):
+    """silu(xn @ gate^T) * (xn @ up^T), xn = rmsnorm(x) * norm quantized once for both."""
+    xq = quantize(x, norm, eps)
+    _check(xq, gate)
+    _check(xq, up)
+    m, k = xq.rows, gate.cols
+    y = torch.empty((m, gate.rows), dtype=torch.float32)
+    if m == 1:
+        q4_1_q8_swiglu_gemv_kernel[(triton.cdiv(gate.rows, GEMV_ROWS),)](
+            xq.q, xq.d, xq.s, gate.data, gate.halves, up.data, up.halves, y, gate.rows, k, BLOCK_N=GEMV_ROWS,
+            NB=GEMV_STEP, NB_TAIL=_tail_step(k))
+        return y
+    bm, bn = PREFILL_BLOCKS
+    q4_1_q8_swiglu_kernel[(triton.cdiv(gate.rows, bn), triton.cdiv(m, bm))](
+        xq.q, xq.d, xq.s, gate.data, gate.halves, up.data, up.halves, y, m, gate.rows, k, y.stride(0),
+        BLOCK_M=bm, BLOCK_N=bn)
+    return y
