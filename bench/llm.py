@@ -2,10 +2,11 @@
 eager torch on the dequantized weights, on the same threads, in one run.
 
     .venv/bin/python bench/llm.py [--threads N] [--prompt-tokens 128] [--new-tokens 64] [--skip-llama-cpp]
-    .venv/bin/python bench/llm.py --riscv64-counts    # guest instructions per decoded token under QEMU
+    .venv/bin/python bench/llm.py --riscv64-counts [--int8]   # guest instructions per decoded token, QEMU
 
 Host rows: prefill tokens/s (one pass over a prompt of `--prompt-tokens`) and decode tokens/s (`--new-tokens`
-single-token passes after it), best of `--rounds`. llama.cpp's figures are `llama-bench`'s (pp and tg
+single-token passes after it), best of `--rounds`, for Spine's fp32 activations and its int8 mode (llama.cpp's
+arithmetic: examples/smollm2/int8_kernels.py). llama.cpp's figures are `llama-bench`'s (pp and tg
 tests, same lengths and threads), built by bench/llama_cpp.py. Spine's grid threads are set with
 SPINE_NUM_THREADS; torch's with torch.set_num_threads.
 
@@ -48,13 +49,13 @@ def best_of(rounds: int, fn) -> float:
     return min(times)
 
 
-def spine_host(gguf, prompt: list, new_tokens: int, rounds: int) -> dict:
+def spine_host(gguf, prompt: list, new_tokens: int, rounds: int, int8: bool = False) -> dict:
     import torch
     import triton
     from smollm2.model import SmolLM2
     from spine.driver import CPUDriver
     triton.runtime.driver.set_active(CPUDriver(target="host"))
-    model = SmolLM2.load(gguf, capacity=len(prompt) + new_tokens)
+    model = SmolLM2.load(gguf, capacity=len(prompt) + new_tokens, int8=int8)
     ids = torch.tensor(prompt, dtype=torch.int32)
     token = torch.tensor([prompt[-1]], dtype=torch.int32)
 
@@ -120,35 +121,35 @@ class _Recording:
         return launch
 
 
-def riscv64_counts(gguf) -> dict:
+def riscv64_counts(gguf, int8: bool = False) -> dict:
     """Guest instructions inside Spine's kernels for one decode step (see the module's docstring)."""
     import torch
     import triton
     from icount import count_instructions
-    from smollm2 import kernels
+    from smollm2 import int8_kernels, kernels
     from smollm2.model import SmolLM2
     from spine.driver import CPUDriver
     triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
-    model = SmolLM2.load(gguf, capacity=32, n_layers=1)
+    model = SmolLM2.load(gguf, capacity=32, n_layers=1, int8=int8)
     cfg = model.config
     model.forward(torch.arange(16, dtype=torch.int32))  # compiles, and fills 16 positions of the cache
     # the kernels the launchers launch (not the @triton.jit helpers the kernels call)
-    jitted = {name: value for name, value in vars(kernels).items()
+    jitted = {(module, name): value for module in (kernels, int8_kernels) for name, value in vars(module).items()
               if isinstance(value, triton.JITFunction) and name.endswith("_kernel")}
     parts = {"embedding": lambda: kernels.embedding(torch.tensor([7], dtype=torch.int32), model.embed),
              "layer": lambda: model.run_layer(0, torch.randn(1, cfg.width)),  # at position 16
-             "head + argmax": lambda: kernels.argmax(kernels.linear(torch.randn(1, cfg.width), model.embed,
-                                                                     norm=model.output_norm, eps=cfg.rms_eps))}
+             "head + argmax": lambda: kernels.argmax(model.products.linear(
+                 torch.randn(1, cfg.width), model.embed, norm=model.output_norm, eps=cfg.rms_eps))}
     counts = {}
     for part, run in parts.items():
         launches = []
         try:
-            for name, kernel in jitted.items():
-                setattr(kernels, name, _Recording(kernel, launches))
+            for (module, name), kernel in jitted.items():
+                setattr(module, name, _Recording(kernel, launches))
             run()
         finally:
-            for name, kernel in jitted.items():
-                setattr(kernels, name, kernel)
+            for (module, name), kernel in jitted.items():
+                setattr(module, name, kernel)
         counts[part] = [(kernel.__name__, count_instructions(lambda: kernel[grid](*args, **kwargs)))
                         for kernel, grid, args, kwargs in launches]
     total = {part: sum(n for _, n in launches) for part, launches in counts.items()}
@@ -165,16 +166,18 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip-llama-cpp", action="store_true")
     parser.add_argument("--riscv64-counts", action="store_true")
+    parser.add_argument("--int8", action="store_true", help="--riscv64-counts of the int8 mode")
     args = parser.parse_args(argv)
     os.environ["SPINE_NUM_THREADS"] = str(args.threads)
     from smollm2.gguf_file import read_gguf
     from smollm2.tokenizer import build_tokenizer
     gguf = read_gguf()
     if args.riscv64_counts:
-        print(json.dumps(riscv64_counts(gguf), indent=1))
+        print(json.dumps(riscv64_counts(gguf, args.int8), indent=1))
         return
     prompt = prompt_ids(build_tokenizer(gguf.fields), args.prompt_tokens)
     rows = {"Spine": spine_host(gguf, prompt, args.new_tokens, args.rounds),
+            "Spine, int8 activations": spine_host(gguf, prompt, args.new_tokens, args.rounds, int8=True),
             "eager torch (fp32, dequantized)": torch_host(gguf, prompt, args.new_tokens, args.rounds, args.threads)}
     if not args.skip_llama_cpp:
         rows["llama.cpp"] = llama_cpp_host(gguf.path, args.prompt_tokens, args.new_tokens, args.rounds, args.threads)
@@ -185,8 +188,9 @@ def main(argv=None):
         print(f"| {name} | {speed['prefill']:.1f} | {speed['decode']:.1f} |")
     if "llama.cpp" in rows:
         ref = rows["llama.cpp"]
-        print(f"| Spine / llama.cpp | {rows['Spine']['prefill'] / ref['prefill']:.2f} | "
-              f"{rows['Spine']['decode'] / ref['decode']:.2f} |")
+        for name in ("Spine", "Spine, int8 activations"):
+            print(f"| {name} / llama.cpp | {rows[name]['prefill'] / ref['prefill']:.2f} | "
+                  f"{rows[name]['decode'] / ref['decode']:.2f} |")
 
 
 if __name__ == "__main__":
