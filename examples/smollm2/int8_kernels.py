@@ -24,7 +24,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from .kernels import (GEMV_ROWS, GEMV_STEP, PREFILL_BLOCKS, QK, QuantMatrix, _gemv_rows, _q4_1_block, _q4_1_blocks,
-                      _row_rstd, _store_rows, _store_tile, _tail_step)
+                      _row_rstd, _silu_times, _store_rows, _store_tile, _tail_step)
 
 
 @triton.jit
@@ -101,7 +101,7 @@ def q4_1_q8_swiglu_gemv_kernel(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, wu_ptr,
     rows, mine = _gemv_rows(N, BLOCK_N)
     gate = _q4_1_q8_row_dots(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, rows, K, BLOCK_N, NB, NB_TAIL)
     up = _q4_1_q8_row_dots(xq_ptr, xd_ptr, xs_ptr, wu_ptr, wu16_ptr, rows, K, BLOCK_N, NB, NB_TAIL)
-    tl.store(y_ptr + rows, gate / (1.0 + tl.exp(-gate)) * up, mask=mine)
+    _store_rows(_silu_times(gate, up), y_ptr, y_ptr, rows, mine, False)
 
 
 @triton.jit
@@ -143,8 +143,7 @@ def q4_1_q8_swiglu_kernel(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16
     rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
     gate = _q4_1_q8_tile(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, rm, rn, M, N, K, BLOCK_M, BLOCK_N)
     up = _q4_1_q8_tile(xq_ptr, xd_ptr, xs_ptr, wu_ptr, wu16_ptr, rm, rn, M, N, K, BLOCK_M, BLOCK_N)
-    y = gate / (1.0 + tl.exp(-gate)) * up
-    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :], y, mask=(rm[:, None] < M) & (rn[None, :] < N))
+    _store_tile(_silu_times(gate, up), y_ptr, y_ptr, rm, rn, M, N, stride_ym, False)
 
 
 @triton.jit

@@ -76,12 +76,19 @@ def _q4_1_tile(x_ptr, norm_ptr, w_ptr, w16_ptr, rm, rn, M, N, K, stride_xm, eps,
 
 @triton.jit
 def _store_tile(acc, res_ptr, y_ptr, rm, rn, M, N, stride_ym, RESIDUAL: tl.constexpr):
-    """A product's tile of rows rm and columns rn into y_ptr (in bounds), plus the residual."""
+    """A product's tile of rows rm and columns rn into y_ptr (in bounds), plus the residual when RESIDUAL
+    (res_ptr is not read otherwise)."""
     out = rm[:, None] * stride_ym + rn[None, :]
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     if RESIDUAL:
         acc += tl.load(res_ptr + out, mask=mask, other=0.0)
     tl.store(y_ptr + out, acc, mask=mask)
+
+
+@triton.jit
+def _silu_times(gate, up):
+    """The MLP's gate: silu(gate) * up, as every swiglu kernel of both modes ends."""
+    return gate / (1.0 + tl.exp(-gate)) * up
 
 
 @triton.jit
@@ -102,8 +109,7 @@ def q4_1_swiglu_kernel(x_ptr, norm_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16_ptr, y_pt
     rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
     gate = _q4_1_tile(x_ptr, norm_ptr, wg_ptr, wg16_ptr, rm, rn, M, N, K, stride_xm, eps, True, BLOCK_M, BLOCK_N)
     up = _q4_1_tile(x_ptr, norm_ptr, wu_ptr, wu16_ptr, rm, rn, M, N, K, stride_xm, eps, True, BLOCK_M, BLOCK_N)
-    y = gate / (1.0 + tl.exp(-gate)) * up
-    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :], y, mask=(rm[:, None] < M) & (rn[None, :] < N))
+    _store_tile(_silu_times(gate, up), y_ptr, y_ptr, rm, rn, M, N, stride_ym, False)
 
 
 @triton.jit
@@ -177,7 +183,8 @@ def _gemv_rows(N, BLOCK_N: tl.constexpr):
 
 @triton.jit
 def _store_rows(y, res_ptr, y_ptr, rows, mine, RESIDUAL: tl.constexpr):
-    """A one-token product's rows `rows` into y_ptr, those this program stores (`mine`), plus the residual."""
+    """A one-token product's rows `rows` into y_ptr, those this program stores (`mine`), plus the residual
+    when RESIDUAL (res_ptr is not read otherwise)."""
     if RESIDUAL:
         y += tl.load(res_ptr + rows)
     tl.store(y_ptr + rows, y, mask=mine)
@@ -199,7 +206,7 @@ def q4_1_swiglu_gemv_kernel(x_ptr, norm_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16_ptr,
     rows, mine = _gemv_rows(N, BLOCK_N)
     gate = _q4_1_row_dots(x_ptr, norm_ptr, wg_ptr, wg16_ptr, rows, K, eps, True, BLOCK_N, NB, NB_TAIL)
     up = _q4_1_row_dots(x_ptr, norm_ptr, wu_ptr, wu16_ptr, rows, K, eps, True, BLOCK_N, NB, NB_TAIL)
-    tl.store(y_ptr + rows, gate / (1.0 + tl.exp(-gate)) * up, mask=mine)
+    _store_rows(_silu_times(gate, up), y_ptr, y_ptr, rows, mine, False)
 
 
 @triton.jit
