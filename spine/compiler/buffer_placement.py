@@ -4,7 +4,6 @@
 - copies-to-linalg: memref.copy becomes linalg.copy (a loop, not a call into MLIR's runner library)."""
 from __future__ import annotations
 
-from ..errors import SpineCompilationError, describe_location
 from ..ir_walk import collect_ops
 from ..targets import STACK_TILE_BYTES
 
@@ -38,30 +37,15 @@ def small_tiles_on_stack(module) -> None:
         op.erase()
 
 
-def _is_bool_memref(ty) -> bool:
-    from mlir import ir
-    elem = ir.MemRefType(ty).element_type
-    return isinstance(elem, ir.IntegerType) and elem.width == 1
-
-
 def copies_to_linalg(module) -> None:
     """memref.copy of strided memrefs lowers to a call into MLIR's C runner library (`memrefCopy`); as a
     linalg.copy it becomes a plain loop and the kernel .so stays self-contained.
 
         memref.copy %a, %b : memref<?xf32, strided<[?]>> to memref<?xf32>
       becomes
-        linalg.copy ins(%a : memref<?xf32, strided<[?]>>) outs(%b : memref<?xf32>)
-
-    A boolean buffer is refused here, with the source line: MLIR's memref lowering asserts on i1 stores."""
+        linalg.copy ins(%a : memref<?xf32, strided<[?]>>) outs(%b : memref<?xf32>)"""
     from mlir import ir
     from mlir.dialects import linalg
-
-    booleans = collect_ops(module, lambda op: op.name in ("memref.alloc", "memref.alloca")
-                           and _is_bool_memref(op.results[0].type))
-    if booleans:   # raised here: an exception inside the walk's callback would reach the caller rewrapped
-        raise SpineCompilationError(
-            f"unsupported: a boolean tensor kept in memory (at {describe_location(booleans[0].location)}); "
-            "convert it to int8 first")
 
     def copy(op) -> bool:
         return op.name == "memref.copy"

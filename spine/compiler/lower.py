@@ -17,6 +17,7 @@ from typing import Callable
 
 from ..ir_walk import collect_ops
 from .atomic_expansion import expand_compare_and_swap
+from .boolean_buffers import booleans_as_bytes, has_boolean_buffers
 from .buffer_placement import copies_to_linalg, small_tiles_on_stack
 from .edge_tile_reads import mark_edge_tiles, read_edge_tiles_in_place
 from .loop_fusion import fuse_adjacent_loops
@@ -181,6 +182,11 @@ def _has_op(name: str, doc: str) -> Callable:
     return present
 
 
+def _has_boolean_buffers(module, choices) -> bool:
+    """for buffers of booleans"""
+    return has_boolean_buffers(module)
+
+
 def _with_line_tables(module, choices) -> bool:
     """for debug compiles (line tables)"""
     return choices.line_tables
@@ -255,6 +261,8 @@ LLIR_PIPELINE = (
          _has_op("scf.parallel", "for smt.parallel loops")),
     Pass("inline-alloca-scopes", "the OpenMP loops' alloca scopes become stack save/restore (parallel_loops.py)",
          _on_module(parallel_loops.inline_alloca_scopes), _has_op("memref.alloca_scope", "for alloca scopes")),
+    Pass("booleans-as-bytes", "boolean buffers hold a byte per element (boolean_buffers.py)",
+         _on_module(booleans_as_bytes), _has_boolean_buffers),
     Pass("to-llvm-dialect", f"to the LLVM dialect: {TO_LLVM} (with convert-openmp-to-llvm for OpenMP loops)",
          _to_llvm_dialect),
     Pass("line-tables", "DWARF line tables from the source locations", upstream(LINE_TABLES), _with_line_tables),

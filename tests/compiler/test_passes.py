@@ -88,15 +88,19 @@ CHECK: linalg.copy {{.*}}ins(%arg0 : memref<?xf32, strided<[?]>>) outs(%arg1 : m
 """)
 
 
-def test_a_boolean_buffer_is_refused_with_its_place():
+def test_a_boolean_buffer_is_a_byte_buffer_by_the_llvm_dialect():
     text = """
-func.func @k() {
+func.func @k(%v: i1) {
+  %c0 = arith.constant 0 : index
   %b = memref.alloca() : memref<4xi1>
+  memref.store %v, %b[%c0] : memref<4xi1>
   return
 }
 """
-    with pytest.raises(SpineCompilationError, match=r"boolean tensor kept in memory \(at -:3"):
-        after("copies-to-linalg", text)
+    filecheck(after("booleans-as-bytes", text), """
+CHECK: memref.alloca() : memref<4xi8>
+CHECK: arith.extui
+""")
 
 
 ELEMENTWISE_THEN_COPY = """
