@@ -1,7 +1,7 @@
 """SmolLM2 with its products' activations quantized to int8 blocks (examples/smollm2/int8_kernels.py), as
 llama.cpp computes them: each kernel against a torch model of that arithmetic on both targets, and the
-whole model's greedy text against llama.cpp's own on the same GGUF (llama_cpp_tokens.json, written by
-`bench/llama_cpp.py host --record-tokens`)."""
+whole model along llama.cpp's own greedy text on the same GGUF, step by step (llama_cpp_tokens.json, written
+by `bench/llama_cpp.py host --record-tokens`)."""
 import json
 import os
 
@@ -118,31 +118,44 @@ def test_int8_kernels_refuse_what_they_cannot_take(gguf):
         int8_kernels.linear(torch.randn(2, 64), w)
 
 
-def _host_code_has_avx512() -> bool:
-    from spine.targets import cpu_features, host_target
-    target = host_target()
-    return "+avx512f" in cpu_features(target.triple, target.cpu, target.features)
+# How far llama.cpp's token may be below the int8 mode's top one, in logits, at the steps where they differ,
+# and at how many of the 96 steps they may. Quantizing activations turns any change in the order of fp32
+# sums into whole int8 rounding steps: the int8 mode's own logits after a 7-token prefill and after 6 plus
+# one decoded token differ by up to 1.0, and each CPU's vector width (AVX2, AVX-512) and the codegen's
+# loop shapes order the sums differently. Measured along this text: at most 3 differing steps, at most
+# 0.56 below (Zen 5 compiled for znver5 and x86-64-v3, with and without LLVM's loop unrolling); the fp32
+# mode differs at the same near ties (steps 11, 28, 30 of the third prompt).
+NEAR_TIE = 0.75
+DIFFERING_STEPS = 5
 
 
-# The recorded text is llama.cpp's native build on an AVX-512 CPU. Compiled for AVX2 only (x86-64-v3), the
-# kernels' fp32 sums are taken 8 lanes at a time instead of 16: another order, and on the first prompt a
-# near tie then goes the other way ("321" for "311"), as llama.cpp's own AVX2 build sums in
-# its own order too.
-@pytest.mark.skipif(not _host_code_has_avx512(), reason="the host kernels are compiled without AVX-512, and "
-                    "llama_cpp_tokens.json holds the text of llama.cpp's AVX-512 build (fp32 sums in another order)")
-def test_greedy_text_matches_llama_cpp(gguf, monkeypatch):
+def test_llama_cpp_text_is_the_int8_modes_choice_at_every_step(gguf, monkeypatch):
     """llama.cpp's greedy continuations (llama-simple on the host build, recorded in llama_cpp_tokens.json
-    with the command that wrote them) come out of the int8 mode whole: the same arithmetic in the products.
-    (The fp32 mode leaves llama.cpp's text on the first of these prompts after six tokens.)"""
+    with the command that wrote them), fed to the int8 mode token by token: at every step llama.cpp's next
+    token is the model's top token or a near tie with it, and at all but a few steps the top. Compared step
+    by step, not as free-running text, which leaves llama.cpp's at the first near tie that a CPU's sum order
+    tips the other way (see NEAR_TIE) and then never meets it again."""
     from smollm2.tokenizer import build_tokenizer
     _use("host", monkeypatch)
     recorded = json.load(open(LLAMA_CPP_TOKENS))
     tokenizer = build_tokenizer(gguf.fields)
     model = SmolLM2.load(gguf, capacity=256, int8=True)
+    below, steps = {}, 0
     for case in recorded["prompts"]:
         assert tokenizer.encode(case["prompt"]) == case["prompt_tokens"]
-        new = model.generate(case["prompt_tokens"], case["new_tokens"], stop={tokenizer.eos_id})
-        assert tokenizer.decode(new, skip_special=True) == case["text"], case["prompt"]
+        followed = tokenizer.encode(case["text"])
+        assert tokenizer.decode(followed) == case["text"] and len(followed) == case["new_tokens"]
+        model.reset()
+        logits = model.forward(torch.tensor(case["prompt_tokens"], dtype=torch.int32))
+        for i, token in enumerate(followed):
+            gap = float(logits.max() - logits[token])
+            if gap > 0:
+                below[(case["prompt"], i)] = gap
+            logits = model.forward(torch.tensor([token], dtype=torch.int32))
+        steps += len(followed)
+    assert steps == 96
+    assert all(gap <= NEAR_TIE for gap in below.values()), below
+    assert len(below) <= DIFFERING_STEPS, below
 
 
 @pytest.mark.parametrize("target", ["host", "riscv64"])
