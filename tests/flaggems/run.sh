@@ -6,7 +6,9 @@
 #
 #   tests/flaggems/run.sh [host|riscv64] [extra pytest arguments, e.g. --sample-per-file 2 --sample-seed 1]
 #
-# JOBS=N splits the files over N processes (default: 2). Results stay in the directory printed last.
+# JOBS=N splits the files over N processes (default: 2). FILES=PATH runs only the test files listed in PATH
+# (one per line, as tests/test_NAME.py); SAMPLE_FILES=N with SAMPLE_SEED=S keeps a seeded N of the files
+# (random.Random(S).sample of the sorted list). Results stay in the directory printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -17,6 +19,16 @@ reports=${REPORTS:-$(mktemp -d)}
 jobs=${JOBS:-2}
 mkdir -p "$reports"
 (cd "$suite" && ls tests/test_*.py) > "$reports/files"
+if [ -n "${SAMPLE_FILES:-}" ]; then
+  .venv/bin/python -c 'import random, sys; files = open(sys.argv[1]).read().split()
+print("\n".join(random.Random(int(sys.argv[3])).sample(files, int(sys.argv[2]))))' \
+    "$reports/files" "$SAMPLE_FILES" "${SAMPLE_SEED:-0}" > "$reports/files.sampled"
+  mv "$reports/files.sampled" "$reports/files"
+fi
+if [ -n "${FILES:-}" ]; then
+  grep -xFf "$FILES" "$reports/files" > "$reports/files.listed"
+  mv "$reports/files.listed" "$reports/files"
+fi
 echo "target: $target, $(wc -l < "$reports/files") files, $jobs processes"
 for job in $(seq 0 $((jobs - 1))); do
   awk -v n="$jobs" -v j="$job" 'NR % n == j' "$reports/files" > "$reports/files.$job"

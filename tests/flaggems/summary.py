@@ -6,8 +6,8 @@ test file (passed, failed, skipped, seconds), the totals with the pass rate of t
 With --eager (the same cases run by `--eager`: no FlagGems kernels, no Spine), a failure that fails there
 too is FlagGems' own (its test or its use of torch fails on eager torch on this machine, CUDA-only cases
 among them) and is counted apart, with its eager message as the evidence (so is a failure raised in
-FlagGems' Python before the case called any kernel, and one Triton's binding refuses); the pass rate is also given
-without them. `--failed-ids` prints the failing cases' node ids, one per line."""
+FlagGems' Python before the case called any kernel, one Triton's binding refuses, and an accuracy failure whose
+reference test_evidence.py shows to be the wrong one); the pass rate is also given without them. `--failed-ids` prints the failing cases' node ids, one per line."""
 from __future__ import annotations
 
 import argparse
@@ -43,6 +43,17 @@ CALLER_ERRORS = {
 SCHEMA_REFUSAL = "Overloaded torch operator invoked from Python failed to match any schema"
 
 
+# Accuracy failures whose reference is the test's error, not the kernel's: test_rwkv_mm_sparsity compares
+# with torch's own float32 product (FlagGems' SpacemiT vendor declares no fp64, so the test's upcast stops at
+# float32), which misses the tolerance the test asks against the exact float64 product, while FlagGems'
+# kernel on Spine meets it. tests/flaggems/test_evidence.py shows both halves. Node id prefix: evidence.
+REFERENCE_ERRORS = {
+    "tests/test_rwkv_mm_sparsity.py::test_rwkv_mmsparsity[":
+        "the test's float32 reference misses its own tolerance against the exact product; the kernel meets it",
+}
+NOT_CLOSE = "Tensor-likes are not close"
+
+
 # Failures whose message says the op or the test needs CUDA: FlagGems' CUDA-only paths (checked before any
 # kernel runs) and tests that build CUDA tensors. Not a CPU backend's to pass; counted apart as such.
 NEEDS_CUDA = ("Torch not compiled with CUDA enabled", "must be CUDA tensors", "requires CUDA tensor",
@@ -76,7 +87,7 @@ def classify(cases: list, eager: dict) -> None:
     """Marks as "cuda" each failure that says it needs CUDA (NEEDS_CUDA), as "flaggems" each one torch
     refuses here (TORCH_REFUSES), that Triton's binding refuses (CALLER_ERRORS), that fails in FlagGems'
     Python before any kernel (before_any_kernel), whose torch call's schema refuses FlagGems' arguments
-    outside Triton and Spine (SCHEMA_REFUSAL) or that fails on eager torch too (`eager`: the --eager run's
+    outside Triton and Spine (SCHEMA_REFUSAL), whose reference is the test's error (REFERENCE_ERRORS) or that fails on eager torch too (`eager`: the --eager run's
     cases by node id), with the evidence."""
     for case in cases:
         if case["outcome"] == "failed" and any(text in case["message"] for text in NEEDS_CUDA):
@@ -89,6 +100,11 @@ def classify(cases: list, eager: dict) -> None:
         if case["outcome"] == "failed" and SCHEMA_REFUSAL in case["message"] and case.get("triton_frame") == "":
             case["outcome"] = "flaggems"
             case["evidence"] = "a torch operator refuses the arguments FlagGems' Python passes it"
+            continue
+        wrong_reference = next((why for prefix, why in REFERENCE_ERRORS.items() if case["test"].startswith(prefix)),
+                               None)
+        if case["outcome"] == "failed" and wrong_reference is not None and NOT_CLOSE in case["message"]:
+            case["outcome"], case["evidence"] = "flaggems", wrong_reference
             continue
         refused = next((why for text, why in {**TORCH_REFUSES, **CALLER_ERRORS}.items() if text in case["message"]),
                        None)

@@ -124,3 +124,15 @@ def test_flaggems_rwkv_reference_is_less_accurate_than_its_tolerance():
     declares no fp64, so the test's upcast stops at float32), which misses the float32 tolerance the test
     asks against the exact float64 product; FlagGems' kernel on Spine meets it."""
     _in_flaggems(FLAGGEMS_FP32_REFERENCE)
+
+
+def test_summary_counts_the_rwkv_accuracy_failure_as_flaggems_own_and_nothing_else():
+    from tests.flaggems.summary import classify
+    rwkv = "tests/test_rwkv_mm_sparsity.py::test_rwkv_mmsparsity[dtype0]"
+    cases = [{"test": rwkv, "outcome": "failed", "message": "AssertionError: Tensor-likes are not close!"},
+             {"test": rwkv, "outcome": "failed", "message": "spine.errors.KernelFault: kernel 'k' faulted"},
+             {"test": "tests/test_mm.py::test_mm[dtype0]", "outcome": "failed",
+              "message": "AssertionError: Tensor-likes are not close!"}]
+    classify(cases, {})
+    assert [c["outcome"] for c in cases] == ["flaggems", "failed", "failed"]
+    assert "reference" in cases[0]["evidence"]
