@@ -12,8 +12,9 @@ conversion (to_linalg/load.py) pads with that value instead:
 Power-of-2 lengths. spine-triton's triton lets `tl.arange(0, M)` have any length. Spine runs the stock
 triton wheel, whose frontend checks that every tensor dimension is a power of 2 in `tl.arange` and again in
 every block type it builds (triton._utils.validate_block_shape). Lifting that would mean replacing the
-check for every backend in the process, where GPU backends rely on it, so Spine keeps the limit and says,
-in the error, how such code is written instead.
+check for every backend in the process, where GPU backends rely on it; and relaxed for Spine's compiles
+alone, triton's own IR verifier still refuses a reduction over such a tile (tt.reduce: "Number of elements
+must be power-of-two"). So Spine keeps the limit and says, in the error, how such code is written instead.
 """
 from __future__ import annotations
 
