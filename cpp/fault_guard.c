@@ -356,9 +356,17 @@ void spine_fault_guard_on_sigint(void (*notify)(void)) { atomic_store(&sigint_no
 /* ------------------------------------------------------------------------------------------ launches */
 
 /* The executable segment of the shared object holding each entry point seen: kernels stay loaded for the
- * life of the process, so the answer never goes stale. */
-#define CODE_CACHE 256
+ * life of the process, so the answer never goes stale. A miss walks every loaded object (dl_iterate_phdr:
+ * torch's libraries and every kernel), so the table is open-addressed from a multiplicative hash of the
+ * whole address: every kernel's spine_entry sits at the same offset of a page-aligned object, and a slot
+ * chosen by the low bits alone put them all in one slot, a walk at every launch of a model that alternates
+ * kernels. Once full, a new entry point takes its home slot. */
+#define CODE_CACHE_BITS 10
+#define CODE_CACHE (1u << CODE_CACHE_BITS)
 static struct { const void *entry; uintptr_t lo, hi; } code_cache[CODE_CACHE];
+static _Atomic uint64_t code_lookups;
+
+uint64_t spine_fault_guard_code_lookups(void) { return atomic_load(&code_lookups); }
 
 typedef struct {
     uintptr_t address, lo, hi;
@@ -380,10 +388,20 @@ static int find_segment(struct dl_phdr_info *info, size_t size, void *data) {
     return 0;
 }
 
+static unsigned code_slot(const void *entry) {
+    unsigned home = (unsigned)(((uint64_t)(uintptr_t)entry * 0x9E3779B97F4A7C15ull) >> (64 - CODE_CACHE_BITS));
+    for (unsigned probe = 0; probe < CODE_CACHE; probe++) {
+        unsigned slot = (home + probe) % CODE_CACHE;
+        if (code_cache[slot].entry == entry || code_cache[slot].entry == NULL) return slot;
+    }
+    return home;
+}
+
 uint64_t spine_fault_guard_begin_launch(const void *entry) {
-    unsigned slot = (unsigned)(((uintptr_t)entry >> 4) % CODE_CACHE);
+    unsigned slot = code_slot(entry);
     if (code_cache[slot].entry != entry) {
         code_lookup_t l = {(uintptr_t)entry, 0, 0};   /* not found: no code to stop in, only safe points */
+        atomic_fetch_add_explicit(&code_lookups, 1, memory_order_relaxed);
         dl_iterate_phdr(find_segment, &l);
         code_cache[slot].entry = entry;
         code_cache[slot].lo = l.lo;

@@ -67,6 +67,10 @@ int spine_guarded_call(void (*body)(void *), void *ctx, spine_fault_t *fault);
 uint64_t spine_fault_guard_begin_launch(const void *entry);
 void spine_fault_guard_end_launch(void);
 
+/* How many launches so far had to look their kernel's code up (the first of each kernel, and collisions in
+ * the cache of code ranges). */
+uint64_t spine_fault_guard_code_lookups(void);
+
 /* Makes every thread in guarded code of launch `launch` leave it (signal SPINE_FAULT_STOPPED) where it may
  * (see above), by a real-time signal to each; nothing when that launch is over. `force`: stop threads
  * wherever they are, poisoning the runtime for those outside kernel code. Called again and again until the

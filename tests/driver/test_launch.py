@@ -445,3 +445,30 @@ def test_a_pointer_that_is_not_a_tensor_reaches_its_whole_storage(target):
     out = torch.zeros(10)
     _reverse_row_kernel[(1,)](_StorageView(x, 39), _StorageView(out, 0), 10, BLOCK=16)
     assert out.tolist() == [float(v) for v in range(39, 29, -1)]
+
+
+@triton.jit
+def scaled_copy_kernel(x_ptr, out_ptr, n, SCALE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * SCALE, mask=offs < n)
+
+
+def test_alternating_kernels_find_their_code_range_cached():
+    """The fault guard looks a kernel's code range up (a walk over every loaded object) on its first
+    launch only: twelve kernels launched in turn, as a model's layers launch theirs, hit the cache."""
+    import ctypes
+    from spine.driver import CPUDriver
+    from spine.driver.toolchain import host_runtime_library
+    triton.runtime.driver.set_active(CPUDriver(target="host"))
+    lookups = ctypes.CDLL(host_runtime_library()).spine_fault_guard_code_lookups
+    lookups.restype = ctypes.c_uint64
+    x, out = torch.rand(5), torch.empty(5)
+    scales = range(1, 13)
+    for scale in scales:               # compiled, loaded and launched once each
+        scaled_copy_kernel[(1,)](x, out, 5, SCALE=scale, BLOCK=8)
+    before = lookups()
+    for _ in range(5):
+        for scale in scales:
+            scaled_copy_kernel[(1,)](x, out, 5, SCALE=scale, BLOCK=8)
+            torch.testing.assert_close(out, x * scale)
+    assert lookups() == before
