@@ -17,7 +17,8 @@ layout; the values are widened when stored and narrowed when loaded:
     %v = arith.trunci %1 : i8 to i1
 
 Runs after linalg became loops, where scalar loads and stores are the only accesses; an access of another
-kind to a boolean buffer (a vector transfer, an atomic) is refused with its source line."""
+kind to a boolean buffer (a vector transfer, an atomic, a constant's global) is refused with its source
+line."""
 from __future__ import annotations
 
 from ..errors import SpineCompilationError, describe_location
@@ -62,9 +63,15 @@ def _boolean_values(module) -> list:
 
 
 def _refuse_other_accesses(module) -> None:
+    """Accesses this pass does not rewrite, and boolean globals (a constant tile in memory: its initial
+    value would need converting too)."""
+    from mlir import ir
+
     def other_access(op) -> bool:
+        if op.name == "memref.global":
+            return _bytes_type(ir.TypeAttr(op.attributes["type"]).value) is not None
         return op.name not in _ELEMENT_AGNOSTIC + ("memref.load", "memref.store") and any(
-            _bytes_type(v.type) is not None for v in op.operands)
+            _bytes_type(v.type) is not None for v in list(op.operands) + list(op.results))
     refused = collect_ops(module, other_access)
     if refused:
         raise SpineCompilationError(
@@ -109,7 +116,10 @@ def _retype_functions(module) -> None:
 
 def has_boolean_buffers(module) -> bool:
     """Whether the module holds a boolean buffer (the pass's condition)."""
-    return bool(_boolean_values(module))
+    from mlir import ir
+    return bool(_boolean_values(module)) or bool(collect_ops(
+        module, lambda op: op.name == "memref.global"
+        and _bytes_type(ir.TypeAttr(op.attributes["type"]).value) is not None))
 
 
 def booleans_as_bytes(module) -> None:

@@ -71,6 +71,20 @@ func.func @k(%m: memref<8xi1>) -> vector<8xi1> {
         rewritten(vector_read, booleans_as_bytes)
 
 
+def test_a_boolean_constant_in_memory_is_refused():
+    constant = """
+memref.global "private" constant @mask : memref<4xi1> = dense<[true, false, true, true]>
+func.func @k() -> i1 {
+  %c0 = arith.constant 0 : index
+  %m = memref.get_global @mask : memref<4xi1>
+  %v = memref.load %m[%c0] : memref<4xi1>
+  return %v : i1
+}
+"""
+    with pytest.raises(SpineCompilationError, match="accessed by memref.global"):
+        rewritten(constant, booleans_as_bytes)
+
+
 @triton.jit
 def carried_tiles_kernel(x, out, flags, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
