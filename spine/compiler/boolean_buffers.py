@@ -31,6 +31,8 @@ _ELEMENT_AGNOSTIC = ("memref.alloc", "memref.alloca", "memref.dealloc", "memref.
                      "memref.dim", "memref.rank", "memref.extract_strided_metadata",
                      "memref.extract_aligned_pointer_as_index", "func.call", "func.return", "scf.for",
                      "scf.if", "scf.yield", "scf.while", "scf.condition", "cf.br", "cf.cond_br")
+# ... and those the pass rewrites.
+_HANDLED = _ELEMENT_AGNOSTIC + ("memref.load", "memref.store")
 
 
 def _bytes_type(ty):
@@ -46,6 +48,12 @@ def _bytes_type(ty):
 def _is_boolean(ty) -> bool:
     from mlir import ir
     return isinstance(ty, ir.IntegerType) and ty.width == 1
+
+
+def _is_boolean_global(op) -> bool:
+    """Whether `op` is a memref.global of booleans (a constant tile kept in memory)."""
+    from mlir import ir
+    return op.name == "memref.global" and _bytes_type(ir.TypeAttr(op.attributes["type"]).value) is not None
 
 
 def _boolean_values(module) -> list:
@@ -65,12 +73,10 @@ def _boolean_values(module) -> list:
 def _refuse_other_accesses(module) -> None:
     """Accesses this pass does not rewrite, and boolean globals (a constant tile in memory: its initial
     value would need converting too)."""
-    from mlir import ir
-
     def other_access(op) -> bool:
         if op.name == "memref.global":
-            return _bytes_type(ir.TypeAttr(op.attributes["type"]).value) is not None
-        return op.name not in _ELEMENT_AGNOSTIC + ("memref.load", "memref.store") and any(
+            return _is_boolean_global(op)
+        return op.name not in _HANDLED and any(
             _bytes_type(v.type) is not None for v in list(op.operands) + list(op.results))
     refused = collect_ops(module, other_access)
     if refused:
@@ -116,10 +122,7 @@ def _retype_functions(module) -> None:
 
 def has_boolean_buffers(module) -> bool:
     """Whether the module holds a boolean buffer (the pass's condition)."""
-    from mlir import ir
-    return bool(_boolean_values(module)) or bool(collect_ops(
-        module, lambda op: op.name == "memref.global"
-        and _bytes_type(ir.TypeAttr(op.attributes["type"]).value) is not None))
+    return bool(_boolean_values(module)) or bool(collect_ops(module, _is_boolean_global))
 
 
 def booleans_as_bytes(module) -> None:
