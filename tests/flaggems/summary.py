@@ -6,8 +6,9 @@ test file (passed, failed, skipped, seconds), the totals with the pass rate of t
 With --eager (the same cases run by `--eager`: no FlagGems kernels, no Spine), a failure that fails there
 too is FlagGems' own (its test or its use of torch fails on eager torch on this machine, CUDA-only cases
 among them) and is counted apart, with its eager message as the evidence (so is a failure raised in
-FlagGems' Python before the case called any kernel, one Triton's binding refuses, and an accuracy failure whose
-reference test_evidence.py shows to be the wrong one); the pass rate is also given without them. `--failed-ids` prints the failing cases' node ids, one per line."""
+FlagGems' Python before the case called any kernel, one Triton's binding refuses, and an accuracy failure
+whose reference test_evidence.py shows to be the wrong one); the pass rate is also given without them.
+`--failed-ids` prints the failing cases' node ids, one per line."""
 from __future__ import annotations
 
 import argparse
@@ -87,8 +88,8 @@ def classify(cases: list, eager: dict) -> None:
     """Marks as "cuda" each failure that says it needs CUDA (NEEDS_CUDA), as "flaggems" each one torch
     refuses here (TORCH_REFUSES), that Triton's binding refuses (CALLER_ERRORS), that fails in FlagGems'
     Python before any kernel (before_any_kernel), whose torch call's schema refuses FlagGems' arguments
-    outside Triton and Spine (SCHEMA_REFUSAL), whose reference is the test's error (REFERENCE_ERRORS) or that fails on eager torch too (`eager`: the --eager run's
-    cases by node id), with the evidence."""
+    outside Triton and Spine (SCHEMA_REFUSAL), whose reference is the test's error (REFERENCE_ERRORS) or
+    that fails on eager torch too (`eager`: the --eager run's cases by node id), with the evidence."""
     for case in cases:
         if case["outcome"] == "failed" and any(text in case["message"] for text in NEEDS_CUDA):
             case["outcome"], case["evidence"] = "cuda", "the message says it needs CUDA"
