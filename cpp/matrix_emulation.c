@@ -7,8 +7,17 @@
  *         vd[p] += sum over q < K of vs1[i + q + slide*K] * vs2[j + q]
  *
  * with M = N = 4, K = 8 at VLEN 256 (K1's A60/X60) and M = N = 8, K = 16 at VLEN 1024 (K3's A100); the
- * sliding forms read A from the pair vs1, vs1+1. tests/driver/test_matrix_emulation.py checks it against
- * the specification's own worked examples and its pseudo-code.
+ * sliding forms read A from the pair vs1, vs1+1. And K3 A100's floating-point path, 6.1-6.2 and 8.5
+ * (`smt.vfwmadot`, `smt.vfwmadot1/2/3`: VLEN 1024 only), the same loop with M = N = K = 8 over fp16
+ * operands and fp32 sums, each product added in turn:
+ *
+ *         vd[p] = vd[p] + (fp32)vs1[i + q + slide*K] * (fp32)vs2[j + q]
+ *
+ * The operands are fp16 as the core reads them with its MCPM.BF16 control bit clear: the bit selects bf16
+ * instead, and user code has no documented way to set it (Spine emits the instruction for fp16 only). An
+ * fp16 product is exact in fp32 (22 significant bits), so fusing the add would round the same.
+ * tests/driver/test_matrix_emulation.py checks it against the specification's own worked examples and its
+ * pseudo-code.
  *
  * The handler is compiled without V: the compiler never touches a vector register here, so the register
  * file (and vl, vtype) stays as the interrupted code left it until the whole-register loads at the end. */
@@ -91,15 +100,35 @@ typedef struct {
     unsigned vd, vs1, vs2;
     int a_signed, b_signed;
     int slide;
+    int fp16;            /* smt.vfwmadot*: fp16 operands, fp32 sums */
 } madot_t;
 
-/* Decodes vmadot* (funct [28:26] = 000) and vmadot1/2/3* (001), int8 only; 0 for anything else. */
+#define FUNCT7_VFWMADOT 0x4f   /* [31:25] = 1001111 */
+
+/* Decodes vfwmadot (funct3 100) and vfwmadot1/2/3 (101, 110, 111; vs1 even). */
+static int decode_float(uint32_t insn, madot_t *d) {
+    unsigned funct3 = (insn >> 12) & 7;
+    if (funct3 < 4) return 0;
+    d->vd = (insn >> 7) & 31;
+    d->vs1 = (insn >> 15) & 31;
+    d->vs2 = (insn >> 20) & 31;
+    d->slide = (int)funct3 - 4;
+    d->fp16 = 1;
+    d->a_signed = d->b_signed = 1;
+    return !(d->slide && (d->vs1 & 1));
+}
+
+/* Decodes vmadot* (funct [28:26] = 000) and vmadot1/2/3* (001), int8 only, and the floating-point forms;
+ * 0 for anything else. */
 static int decode(uint32_t insn, madot_t *d) {
-    if ((insn & 0x7f) != OPCODE_CUSTOM1 || !(insn >> 31) || ((insn >> 29) & 3) != 3 || !((insn >> 25) & 1))
+    if ((insn & 0x7f) != OPCODE_CUSTOM1) return 0;
+    if ((insn >> 25) == FUNCT7_VFWMADOT) return decode_float(insn, d);
+    if (!(insn >> 31) || ((insn >> 29) & 3) != 3 || !((insn >> 25) & 1))
         return 0;
     unsigned group = (insn >> 26) & 7, funct3 = (insn >> 12) & 7;
     d->vd = (insn >> 7) & 31;
     d->vs2 = (insn >> 20) & 31;
+    d->fp16 = 0;
     if (group == 0) {
         if (funct3 > 3) return 0;
         d->vs1 = (insn >> 15) & 31;
@@ -135,6 +164,44 @@ static void multiply_accumulate(uint8_t *file, uint64_t vlenb, const madot_t *d)
     }
 }
 
+/* IEEE binary16 to binary32, exactly (subnormals, infinities and NaNs included), without Zfh: the handler
+ * must run on any RV64GC guest. */
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exponent = (h >> 10) & 0x1f, fraction = h & 0x3ff, bits;
+    if (exponent == 0x1f) {
+        bits = sign | 0x7f800000u | fraction << 13;
+    } else if (exponent) {
+        bits = sign | (exponent + 112) << 23 | fraction << 13;
+    } else if (fraction) {                 /* subnormal: normalise */
+        int shift = 0;
+        while (!(fraction & 0x400)) { fraction <<= 1; shift++; }
+        bits = sign | (uint32_t)(113 - shift) << 23 | (fraction & 0x3ff) << 13;
+    } else {
+        bits = sign;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static void float_multiply_accumulate(uint8_t *file, uint64_t vlenb, const madot_t *d) {
+    const unsigned tile = 8, k = 8;
+    const uint8_t *a = file + d->vs1 * vlenb, *b = file + d->vs2 * vlenb;
+    uint8_t *c = file + d->vd * vlenb;
+    for (unsigned p = 0; p < tile * tile; p++) {
+        unsigned i = (p / tile) * k + (unsigned)d->slide * k, j = (p % tile) * k;
+        float sum;
+        memcpy(&sum, c + 4 * p, 4);
+        for (unsigned q = 0; q < k; q++) {
+            uint16_t x, y;
+            memcpy(&x, a + 2 * (i + q), 2);
+            memcpy(&y, b + 2 * (j + q), 2);
+            sum = sum + half_to_float(x) * half_to_float(y);
+        }
+        memcpy(c + 4 * p, &sum, 4);
+    }
+}
+
 int spine_matrix_emulate(void *context) {
     ucontext_t *uc = context;
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.__gregs[REG_PC];
@@ -144,13 +211,17 @@ int spine_matrix_emulate(void *context) {
     memcpy(&insn, (const void *)pc, 4);
     if (!decode(insn, &d)) return 0;
     uint64_t vlenb = read_vlenb(), vtype = read_vtype();
-    /* The illegal cases stay illegal: a shape other than A60's or A100's, LMUL other than 1 (or vill), an
-     * odd vd, a destination pair overlapping a source. */
-    if ((vlenb != 32 && vlenb != 128) || (vtype >> 63) || (vtype & 7) != 0 || (d.vd & 1) ||
-        overlaps(d.vd, 2, d.vs1) || overlaps(d.vd, 2, d.vs2) || (d.slide && overlaps(d.vd, 2, d.vs1 + 1)))
+    /* The illegal cases stay illegal: a shape other than A60's or A100's (the floating-point forms: A100's
+     * only), LMUL other than 1 (or vill), an odd vd, a destination pair overlapping a source. */
+    if ((vlenb != 32 && vlenb != 128) || (d.fp16 && vlenb != 128) || (vtype >> 63) || (vtype & 7) != 0 ||
+        (d.vd & 1) || overlaps(d.vd, 2, d.vs1) || overlaps(d.vd, 2, d.vs2) ||
+        (d.slide && overlaps(d.vd, 2, d.vs1 + 1)))
         return 0;
     store_registers(registers, 8 * vlenb);
-    multiply_accumulate(registers, vlenb, &d);
+    if (d.fp16)
+        float_multiply_accumulate(registers, vlenb, &d);
+    else
+        multiply_accumulate(registers, vlenb, &d);
     load_registers(registers, 8 * vlenb);
     uc->uc_mcontext.__gregs[REG_PC] = pc + 4;
     atomic_fetch_add_explicit(&emulated, 1, memory_order_relaxed);
@@ -179,6 +250,44 @@ void spine_matrix_emulation_install(void) {
 
 #else
 int spine_matrix_emulation_enable(void) { return 0; }
+
+/* IEEE binary16 to binary32, exactly (subnormals, infinities and NaNs included), without Zfh: the handler
+ * must run on any RV64GC guest. */
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exponent = (h >> 10) & 0x1f, fraction = h & 0x3ff, bits;
+    if (exponent == 0x1f) {
+        bits = sign | 0x7f800000u | fraction << 13;
+    } else if (exponent) {
+        bits = sign | (exponent + 112) << 23 | fraction << 13;
+    } else if (fraction) {                 /* subnormal: normalise */
+        int shift = 0;
+        while (!(fraction & 0x400)) { fraction <<= 1; shift++; }
+        bits = sign | (uint32_t)(113 - shift) << 23 | (fraction & 0x3ff) << 13;
+    } else {
+        bits = sign;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static void float_multiply_accumulate(uint8_t *file, uint64_t vlenb, const madot_t *d) {
+    const unsigned tile = 8, k = 8;
+    const uint8_t *a = file + d->vs1 * vlenb, *b = file + d->vs2 * vlenb;
+    uint8_t *c = file + d->vd * vlenb;
+    for (unsigned p = 0; p < tile * tile; p++) {
+        unsigned i = (p / tile) * k + (unsigned)d->slide * k, j = (p % tile) * k;
+        float sum;
+        memcpy(&sum, c + 4 * p, 4);
+        for (unsigned q = 0; q < k; q++) {
+            uint16_t x, y;
+            memcpy(&x, a + 2 * (i + q), 2);
+            memcpy(&y, b + 2 * (j + q), 2);
+            sum = sum + half_to_float(x) * half_to_float(y);
+        }
+        memcpy(c + 4 * p, &sum, 4);
+    }
+}
 
 int spine_matrix_emulate(void *context) {
     (void)context;

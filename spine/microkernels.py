@@ -19,6 +19,13 @@ what fits the register file:
                  of `smt.vmadot`, 2 x 4 tiles (8 rows, 16 columns) per register block; its own emitter,
                  to_linalg/ime_matmul.py. A target's entry names it as its `int8` kernel ("rvv-ime": RVV for
                  every other type)
+    a100         SpacemiT K3's A100 matrix unit (VLEN 1024): int8 x int8 -> int32 on 8x16x8 tiles of `smt.vmadot`
+                 and fp16 x fp16 -> fp32 on 8x8x8 tiles of `smt.vfwmadot` (not in LLVM 22: emitted by its
+                 encoding), 2 x 4 tiles (16 rows, 32 columns) per register block; ime_matmul.py again, at the
+                 A100's tile shapes. "rvv-a100" names it for both types. bf16 stays on RVV: the instruction
+                 reads bf16 only while the core's MCPM.BF16 control bit is set, which user code cannot set or
+                 read (the specification documents no user-level access), and with it clear, as A100 user
+                 code finds it, it reads fp16
     amx          Intel's AMX (Sapphire Rapids and later): int8 -> int32 and bf16 -> fp32 products on 16 x 16
                  tiles of `tdpbssd` / `tdpbf16ps`, 2 x 2 tiles (32 rows, 32 columns) per register block; its
                  own emitter, to_linalg/amx_matmul.py. "avx512-amx" names it for both types, AVX-512 for the rest
@@ -60,6 +67,7 @@ class MicroKernel:
                                       # (to_linalg/tile_copy.py): x86, whose only strided stores are scatters
     int8: str = ""     # the entry int8 x int8 -> int32 products use instead, on a target with a matrix unit
     bf16: str = ""     # the entry bf16 x bf16 -> fp32 products use instead, likewise
+    fp16: str = ""     # the entry fp16 x fp16 -> fp32 products use instead, likewise
     matrix_unit: bool = False  # computes on a matrix instruction's tiles (own emitter), not by outer products
 
     @property
@@ -80,6 +88,10 @@ MICROKERNELS = {mk.name: mk for mk in (
     MicroKernel("rvv", "RVV 1.0 vfmacc.vf, LMUL 1 (vector length agnostic)", 2, True, 6, 4),
     MicroKernel("rvv-ime", "RVV 1.0 vfmacc.vf, LMUL 1; int8 products on SpacemiT IME", 2, True, 6, 4, int8="ime"),
     MicroKernel("ime", "SpacemiT IME smt.vmadot, int8 4x8x4 tiles, VLEN 256", 8, False, 8, 4, matrix_unit=True),
+    MicroKernel("rvv-a100", "RVV 1.0 vfmacc.vf, LMUL 1; int8 and fp16 products on SpacemiT A100's matrix unit", 2,
+                True, 6, 4, int8="a100", fp16="a100"),
+    MicroKernel("a100", "SpacemiT A100 smt.vmadot (int8 8x16x8) / smt.vfwmadot (fp16 8x8x8), VLEN 1024", 32, False,
+                16, 4, matrix_unit=True),
     MicroKernel("avx512", "AVX-512F vfmadd231ps, 512-bit", 16, False, 14, 2, a_rows=True, min_rows=8,
                 shuffle_transposes=True),
     MicroKernel("avx2", "AVX2 + FMA vfmadd231ps, 256-bit", 8, False, 6, 2, a_rows=True, min_rows=4,
@@ -107,15 +119,19 @@ def choose(triple: str, cpu: str, features: str, matrix_unit: bool = True) -> Mi
     """The micro-kernel for code built for `triple`, `cpu` with LLVM `features` (an empty feature string
     means the CPU's own features; a RISC-V CPU not known to have V gets the portable kernel: scalable
     vectors on a CPU without V would not compile, fixed ones always do). K1's matrix unit needs its
-    instructions (XSMTVDot) and VLEN 256 known, an x86 CPU's AMX its tile, int8 and bf16 features, its dot
+    instructions (XSMTVDot) and VLEN 256 known, K3 A100's XSMTVDot and VLEN 1024 (the only cores that have
+    both: spacemit_cores.py gives them to `spacemit-a100`), an x86 CPU's AMX its tile, int8 and bf16 features, its dot
     products AVX512-VNNI (and AVX512-BF16); all need `matrix_unit` (the compile's option, SPINE_MATRIX_UNIT)."""
     from .targets import cpu_features
     enabled = cpu_features(triple, cpu, features)
     if triple.startswith("riscv64"):
         if "+v" not in enabled:
             return MICROKERNELS["portable"]
-        ime = {"+xsmtvdot", "+zvl256b"} <= enabled and matrix_unit
-        return MICROKERNELS["rvv-ime" if ime else "rvv"]
+        if "+xsmtvdot" not in enabled or not matrix_unit:
+            return MICROKERNELS["rvv"]
+        if "+zvl1024b" in enabled:
+            return MICROKERNELS["rvv-a100"]
+        return MICROKERNELS["rvv-ime" if "+zvl256b" in enabled else "rvv"]
     if triple.startswith(("x86_64", "i686")):
         if "+avx512f" in enabled:
             return MICROKERNELS[_avx512_kernel(enabled, cpu) if matrix_unit else "avx512"]

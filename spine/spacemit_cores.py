@@ -7,8 +7,10 @@ chosen by SPINE_RISCV_CPU, which may name one of these cores or give its arch id
 that core's id, and `GPUTarget("cpu", arch_id, ...)` compiles for it.
 
 LLVM 22 knows only the X60 (`spacemit-x60`, which A60 shares). For the others Spine builds RV64GCV code
-that assumes no vector length (correct at any VLEN: K3's A100 cores have 1024, its X100 cores 256), tuned
-for no particular core.
+that assumes no vector length (correct at any VLEN: K3's X100 cores have 256), tuned for no particular
+core, except K3's A100: its code assumes VLEN 1024 (Zvl1024b) and has the matrix instructions (XSMTVDot for
+`smt.vmadot`, the rest by encoding: spine/microkernels.py's "a100"), so it runs on A100 cores only (the
+runtime places the grid's threads there, cpp/grid.c) and, under QEMU, on a VLEN 1024 CPU.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ class Core:
     name: str        # spine-triton's CPU name for the core
     arch_id: int
     llvm_cpu: str    # the CPU name Spine gives LLVM for it
+    features: str = ""   # LLVM features its code has beyond the riscv64 target's (SPINE_RISCV_FEATURES)
 
     @property
     def arch_id_text(self) -> str:
@@ -32,7 +35,7 @@ CORES = (
     Core("spacemit-x100", 0x5064, "generic-rv64"),    # K3's general-purpose cores
     Core("spacemit-x200", 0x50C8, "generic-rv64"),
     Core("spacemit-a60", 0xA03C, "spacemit-x60"),
-    Core("spacemit-a100", 0xA064, "generic-rv64"),    # K3's AI cores
+    Core("spacemit-a100", 0xA064, "generic-rv64", "+zvl1024b,+xsmtvdot"),    # K3's AI cores
     Core("spacemit-a200", 0xA0C8, "generic-rv64"),
     Core("spacemit-a200m", 0xF000, "generic-rv64"),
 )

@@ -73,6 +73,16 @@ def cpu_features(triple: str, cpu: str, features: str) -> frozenset:
     return frozenset(own)
 
 
+def min_vector_bits(target: "Target") -> int:
+    """The VLEN code for `target` assumes at the least (its Zvl<N>b features; 0 when it assumes none):
+    K3's A100 code is built for VLEN 1024 and runs on no narrower vector unit."""
+    if not target.triple.startswith("riscv64"):
+        return 0
+    widths = [int(f[4:-1]) for f in cpu_features(target.triple, target.cpu, target.features)
+              if f.startswith("+zvl") and f.endswith("b") and f[4:-1].isdigit()]
+    return max(widths, default=0)
+
+
 # CPU names of AMD cores, and names that stand for no particular core.
 _AMD_CPU_PREFIXES = ("znver", "bdver", "btver", "amdfam", "k8", "athlon", "opteron", "barcelona")
 _GENERIC_CPU_PREFIXES = ("x86-64", "generic", "i686")
@@ -126,8 +136,11 @@ def riscv64_target(cpu: str | None = None) -> Target:
     # Not cpu=spacemit-x60 by default: QEMU 7.2 lacks some of its extensions.
     cpu = cpu or switches.RISCV_CPU.get()
     core = core_named(cpu)
+    features = switches.RISCV_FEATURES.get()
+    if core and core.features:
+        features = ",".join(filter(None, (features, core.features)))
     return Target("riscv64", "riscv64", "riscv64-unknown-linux-gnu", core.llvm_cpu if core else cpu,
-                  switches.RISCV_FEATURES.get(), core.name if core else "")
+                  features, core.name if core else "")
 
 
 def host_target() -> Target:

@@ -240,8 +240,8 @@ def _clang_machine_code(text: str, cpu: str, features: str, want_assembly: bool)
     assembly parsers): code generation only (`-disable-llvm-passes`: the module is optimised already), for
     the same CPU and features, position independent as llvmlite's target machine makes it."""
     from ..zig import zig
-    flags = ["-target", "riscv64-linux-gnu", f"-mcpu={cpu.replace('-', '_')}", "-O3", "-fPIC",
-             "-Xclang", "-disable-llvm-passes", "-Wno-override-module"]
+    flags = ["-target", "riscv64-linux-gnu", f"-mcpu={cpu.replace('-', '_')}", f"-mabi={_float_abi(features)}",
+             "-O3", "-fPIC", "-Xclang", "-disable-llvm-passes", "-Wno-override-module"]
     for feature in filter(None, features.split(",")):
         flags += ["-Xclang", "-target-feature", "-Xclang", feature]
     with tempfile.TemporaryDirectory(prefix="spine-clang-") as directory:
@@ -258,6 +258,14 @@ def _clang_machine_code(text: str, cpu: str, features: str, want_assembly: bool)
             with open(asm) as f:
                 assembly = f.read()
     return code, assembly
+
+
+def _float_abi(features: str) -> str:
+    """The riscv64 calling convention of code with `features`, as llvmlite's target machine picks it (lp64d
+    with D): clang takes its default from -mcpu alone, and `generic_rv64` has no F or D, so a K3 A100 kernel
+    (generic-rv64 plus features) came out soft-float, which the guest's loader refused to load."""
+    enabled = set(filter(None, features.split(",")))
+    return "lp64d" if "+d" in enabled else "lp64f" if "+f" in enabled else "lp64"
 
 
 def optimize_and_emit(llvm_ir: str, entry_ir: str, triple: str, cpu: str, features: str,

@@ -12,7 +12,7 @@ from ..cache import atomic_write_bytes, cache_dir
 from .. import switches
 from ..switches import compile_key_values
 from ..spacemit_cores import core_named
-from ..targets import Target, host_target, riscv64_target, target_from_name, target_name
+from ..targets import Target, host_target, min_vector_bits, riscv64_target, target_from_name, target_name
 from ..device_shape import device_properties, torch_style_properties, vector_registers
 from .device_interface import CPUDeviceInterface
 from .executor import executor_for
@@ -43,12 +43,31 @@ def target_of_binary(kernel: bytes) -> Target:
     return host
 
 
-def _executor_for(target: Target):
+def vector_bits_of_binary(kernel: bytes) -> int:
+    """The VLEN a riscv64 kernel binary was built for at the least: the largest Zvl<N>b of the architecture
+    string LLVM records in its `.riscv.attributes` section (0: none, or not a riscv64 binary)."""
+    import io
+    import re
+    from elftools.elf.elffile import ELFFile
+    try:
+        section = ELFFile(io.BytesIO(kernel)).get_section_by_name(".riscv.attributes")
+    except Exception:   # not an ELF file elftools can read: target_of_binary has said so already
+        return 0
+    if section is None:
+        return 0
+    return max((int(n) for n in re.findall(rb"zvl(\d+)b", section.data())), default=0)
+
+
+def _executor_for(target: Target, vector_bits: int | None = None):
+    """The executor that runs `target`'s code: on a VLEN of at least `vector_bits` (default: what the
+    target's features assume) under QEMU."""
     remote = switches.REMOTE.get()
     if remote and target.name == "riscv64" and not target.is_native:   # a board (remote.py)
         from .remote import remote_executor
         return remote_executor(remote)
-    return executor_for(target.name, target.is_native)
+    if target.is_native:
+        return executor_for(target.name, True)
+    return executor_for(target.name, False, max(min_vector_bits(target), vector_bits or 0))
 
 
 def _holds(path: str, data: bytes) -> bool:
@@ -73,7 +92,7 @@ class CPUUtils:
         path = os.path.join(cache_dir(), "kernels", f"{name[:80]}-{digest}.so")
         if not _holds(path, kernel):  # missing, or damaged since it was written
             atomic_write_bytes(path, kernel)
-        loaded = _executor_for(target).load(name, path)
+        loaded = _executor_for(target, vector_bits_of_binary(kernel)).load(name, path)
         # (module, function, n_regs, n_spills, n_max_threads): device_shape.py says what they mean here
         return loaded, loaded, vector_registers(target), 0, 1 << 30
 

@@ -43,12 +43,20 @@ class Executor(Protocol):
 
 
 @functools.lru_cache(maxsize=None)
-def executor_for(target_name: str, native: bool) -> Executor:
-    """One executor per kind of target, whatever CPU or features its kernels were compiled for."""
+def executor_for(target_name: str, native: bool, vector_bits: int = 0) -> Executor:
+    """One executor per kind of target, whatever CPU or features its kernels were compiled for; under QEMU,
+    one per vector length code needs at the least (`vector_bits`: K3 A100's VLEN 1024 code runs on a guest
+    CPU of that VLEN, everything else on QEMU's configured one)."""
     if native:
         from .native import NativeExecutor
         return NativeExecutor()
     if target_name == "riscv64":
-        from .qemu import QemuExecutor
-        return QemuExecutor()
+        from .qemu import qemu_cpu
+        return _qemu_executor(qemu_cpu(vector_bits))
     raise RuntimeError(f"cannot run code for {target_name} on this machine")
+
+
+@functools.lru_cache(maxsize=None)
+def _qemu_executor(cpu: str) -> Executor:
+    from .qemu import QemuExecutor
+    return QemuExecutor(cpu)

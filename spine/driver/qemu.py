@@ -17,6 +17,7 @@ import atexit
 import ctypes
 import mmap
 import os
+import re
 import resource
 import signal
 import shutil
@@ -72,12 +73,23 @@ def trace_arguments() -> list[str]:
     return [one_insn, "-d", "exec,nochain", "-D", path]
 
 
+def qemu_cpu(vector_bits: int = 0) -> str:
+    """QEMU's `-cpu` (SPINE_QEMU_CPU) with its VLEN raised to `vector_bits` where that is more."""
+    cpu = switches.QEMU_CPU.get()
+    found = re.search(r"(^|,)vlen=(\d+)", cpu)
+    if vector_bits and (found is None or int(found.group(2)) < vector_bits):
+        cpu = (cpu[:found.start()] + f"{found.group(1)}vlen={vector_bits}" + cpu[found.end():] if found
+               else f"{cpu},vlen={vector_bits}")
+    return cpu
+
+
 class QemuServer:
     """One guest process, its arena and the channel to it."""
 
-    def __init__(self, arena_bytes: int):
+    def __init__(self, arena_bytes: int, cpu: str | None = None):
         from .toolchain import guest_kernel_server
         self.arena_bytes = arena_bytes
+        self.cpu = cpu or switches.QEMU_CPU.get()
         if not os.path.isdir(GUEST_SYSROOT):
             raise RuntimeError(f"{GUEST_SYSROOT} is missing: install Debian's libc6-riscv64-cross")
         fd = os.memfd_create("spine-arena")
@@ -94,7 +106,7 @@ class QemuServer:
             lifeline_read, lifeline_write = os.pipe()
             self._fds = [request_write, reply_read, lifeline_write]
             self.channel = protocol.Channel(reply_read, request_write)
-            cmd = [qemu_binary(), "-L", GUEST_SYSROOT, "-cpu", switches.QEMU_CPU.get(), *trace_arguments(),
+            cmd = [qemu_binary(), "-L", GUEST_SYSROOT, "-cpu", self.cpu, *trace_arguments(),
                    guest_kernel_server(), *kernel_server_options(), str(fd), str(arena_bytes), str(request_read), str(reply_write),
                    str(lifeline_read)]
             child_fds = (fd, request_read, reply_write, lifeline_read)
@@ -240,11 +252,13 @@ def arena_layout(args: Arguments) -> tuple[list[int], list[_Span], int]:
 
 
 class QemuExecutor:
-    """Keeps one QemuServer for all riscv64 kernels, restarting it after a fault or to grow its arena."""
+    """Keeps one QemuServer for the riscv64 kernels of one QEMU CPU (`cpu`, default SPINE_QEMU_CPU),
+    restarting it after a fault or to grow its arena."""
 
     TARGET_LABEL = "riscv64 (QEMU user mode)"
 
-    def __init__(self):
+    def __init__(self, cpu: str | None = None):
+        self.cpu = cpu
         self.server: QemuServer | None = None
         self.generation = 0
         self.lock = threading.Lock()
@@ -263,7 +277,7 @@ class QemuExecutor:
             return server
         self.shutdown()
         size = max(arena_bytes, switches.ARENA_MB.get() << 20)
-        self.server = QemuServer(1 << (size - 1).bit_length())
+        self.server = QemuServer(1 << (size - 1).bit_length(), self.cpu)
         self.generation += 1
         return self.server
 

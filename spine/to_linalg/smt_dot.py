@@ -124,7 +124,8 @@ def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kerne
 
 
 # the emitter of each matrix-unit kernel (spine/microkernels.py: matrix units and dot-product instructions)
-MATRIX_UNITS = {"ime": ime_matmul, "amx": amx_matmul, "vnni": vnni_matmul, "avxvnni": vnni_matmul}
+MATRIX_UNITS = {"ime": ime_matmul, "a100": ime_matmul, "amx": amx_matmul, "vnni": vnni_matmul,
+                "avxvnni": vnni_matmul}
 
 
 def _matrix_unit(kernel, a_op: mk.Operand, b_op: mk.Operand, sum_type: str, c_in_op, out_element: str):
@@ -132,7 +133,8 @@ def _matrix_unit(kernel, a_op: mk.Operand, b_op: mk.Operand, sum_type: str, c_in
     emitter computes the operands' layouts (C_out as _matrix_product allocates it, or C_in in place)."""
     if a_op.element != b_op.element:
         return None
-    name = {("i8", "i32"): kernel.int8, ("bf16", "f32"): kernel.bf16}.get((a_op.element, sum_type), "")
+    name = {("i8", "i32"): kernel.int8, ("bf16", "f32"): kernel.bf16,
+            ("f16", "f32"): kernel.fp16}.get((a_op.element, sum_type), "")
     if not name:
         return None
     unit = MICROKERNELS[name]

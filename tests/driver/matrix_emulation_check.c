@@ -1,4 +1,4 @@
-/* Runs one SpacemiT integer matrix instruction on registers read from stdin, under Spine's emulation
+/* Runs one SpacemiT matrix instruction on registers read from stdin, under Spine's emulation
  * (cpp/matrix_emulation.c), and writes the destination pair to stdout: the guest half of
  * test_matrix_emulation.py. Input: the instruction's index in RUN below (one byte), then A (the pair vs1,
  * vs1+1: 2 * vlenb bytes), B (vlenb bytes) and C (the pair vd, vd+1: 2 * vlenb bytes). */
@@ -9,10 +9,21 @@
 #include "matrix_emulation.h"
 
 #define RUN(insn) RUN_AT("m1", insn)
+/* smt.vfwmadot* (A100, not in LLVM 22) by its encoding: funct7 1001111, funct3 100 + slide */
+#define VFWMADOT(funct3) ".insn r 0x2b, " #funct3 ", 0x4f, v16, v0, v2\n"
 #define RUN_AT(lmul, insn) __asm__ volatile(                                                          \
     "vsetvli t0, zero, e8, m1\n vle8.v v0, (%0)\n vle8.v v1, (%1)\n vle8.v v2, (%2)\n"              \
     "vsetvli t0, zero, e32, m2\n vle32.v v16, (%3)\n vsetvli t0, zero, e8, " lmul "\n"                \
     insn " v16, v0, v2\n"                                                                           \
+    "vsetvli t0, zero, e32, m2\n vse32.v v16, (%3)\n"                                                \
+    :: "r"(a), "r"(a + vlenb), "r"(b), "r"(c) : "t0", "v0", "v1", "v2", "v16", "v17", "memory")
+
+/* The same for the floating-point forms: the operands as e16 (fp16), the instruction written as a whole
+ * line (its encoding names v16, v0 and v2 itself). */
+#define RUN_FLOAT(line) __asm__ volatile(                                                             \
+    "vsetvli t0, zero, e8, m1\n vle8.v v0, (%0)\n vle8.v v1, (%1)\n vle8.v v2, (%2)\n"              \
+    "vsetvli t0, zero, e32, m2\n vle32.v v16, (%3)\n vsetvli t0, zero, e16, m1\n"                     \
+    line                                                                                            \
     "vsetvli t0, zero, e32, m2\n vse32.v v16, (%3)\n"                                                \
     :: "r"(a), "r"(a + vlenb), "r"(b), "r"(c) : "t0", "v0", "v1", "v2", "v16", "v17", "memory")
 
@@ -45,6 +56,10 @@ int main(void) {
     case 8: RUN("smt.vmadot2su"); break;
     case 9: RUN("smt.vmadot3us"); break;
     case 10: RUN_AT("m2", "smt.vmadot"); break;   /* LMUL 2: illegal, so never emulated */
+    case 11: RUN_FLOAT(VFWMADOT(4)); break;
+    case 12: RUN_FLOAT(VFWMADOT(5)); break;
+    case 13: RUN_FLOAT(VFWMADOT(6)); break;
+    case 14: RUN_FLOAT(VFWMADOT(7)); break;
     default: return 2;
     }
     return fwrite(c, 1, 2 * vlenb, stdout) == 2 * vlenb ? 0 : 1;

@@ -1,10 +1,11 @@
-"""The emulation of SpacemiT's integer matrix instructions (cpp/matrix_emulation.c) under QEMU, on the
-instructions themselves: a guest program (matrix_emulation_check.c, assembled by zig's clang, which knows
-them as `smt.vmadot*`) runs one instruction on given registers.
+"""The emulation of SpacemiT's matrix instructions (cpp/matrix_emulation.c) under QEMU, on the instructions
+themselves: a guest program (matrix_emulation_check.c, assembled by zig's clang, which knows the integer ones
+as `smt.vmadot*` and takes A100's `smt.vfwmadot*` as encodings) runs one instruction on given registers.
 
 The reference is SpacemiT's specification ("AI Matrix Extension (Zvvm_spacemit)" v0.6): its worked A60
-examples (chapters 5.1.6 and 5.2.6) to the last bit, and its pseudo-code for every signedness and slide on
-random registers, at VLEN 256 (K1: 4x8x4 tiles) and 1024 (K3's A100: 8x16x8)."""
+examples (chapters 5.1.6 and 5.2.6) and A100 fp16 example (6.1.7) to the last bit, and its pseudo-code for
+every signedness and slide on random registers, at VLEN 256 (K1: 4x8x4 tiles) and 1024 (K3's A100: 8x16x8
+int8, 8x8x8 fp16 with fp32 sums)."""
 from __future__ import annotations
 
 import os
@@ -27,6 +28,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 INSTRUCTIONS = {0: (0, 1, 1), 1: (0, 0, 0), 2: (0, 1, 0), 3: (0, 0, 1), 4: (1, 1, 1), 5: (2, 1, 1),
                 6: (3, 1, 1), 7: (1, 0, 0), 8: (2, 1, 0), 9: (3, 0, 1)}
 ILLEGAL_LMUL = 10
+# index -> slide of smt.vfwmadot, smt.vfwmadot1, 2, 3
+FLOAT_INSTRUCTIONS = {11: 0, 12: 1, 13: 2, 14: 3}
 
 # The specification's A60 example: A is the feature map of 5.2.6 (its first four rows are 5.1.6's A), B the
 # weights, each as the registers hold them (B column by column).
@@ -54,11 +57,12 @@ def _qemu_cpu(vlen: int) -> str:
 
 
 def run(program: str, which: int, a: bytes, b: bytes, c: np.ndarray, vlen: int = 256):
-    """(return code, the destination pair as int32) after instruction `which`."""
+    """(return code, the destination pair as c's type: int32 or float32) after instruction `which`."""
+    dtype = "<f4" if c.dtype == np.float32 else "<i4"
     proc = subprocess.run(["qemu-riscv64", "-L", GUEST_SYSROOT, "-cpu", _qemu_cpu(vlen), program],
-                          input=bytes([which]) + a + b + c.astype("<i4").tobytes(), capture_output=True,
+                          input=bytes([which]) + a + b + c.astype(dtype).tobytes(), capture_output=True,
                           timeout=60)
-    return proc.returncode, np.frombuffer(proc.stdout, dtype="<i4")
+    return proc.returncode, np.frombuffer(proc.stdout, dtype=dtype)
 
 
 def reference(a: bytes, b: bytes, c: np.ndarray, slide: int, a_signed: int, b_signed: int, vlen: int):
@@ -106,4 +110,52 @@ def test_an_illegal_form_stays_illegal(program):
 def test_vlen_512_has_no_matrix_shape(program):
     """No SpacemiT core has VLEN 512; the specification defines no tile for it, so nothing is emulated."""
     rc, _ = run(program, 0, bytes(128), bytes(64), np.zeros(32, np.int32), vlen=512)
+    assert rc == -4
+
+
+def float_reference(a: np.ndarray, b: np.ndarray, c: np.ndarray, slide: int) -> np.ndarray:
+    """6.2.3's pseudo-code, literally: each fp16 product (exact in fp32) added in turn, rounded to fp32."""
+    av, bv = a.astype(np.float32), b.astype(np.float32)
+    out = c.astype(np.float32).copy()
+    for p in range(64):
+        i, j = (p // 8) * 8 + slide * 8, (p % 8) * 8
+        for q in range(8):
+            out[p] = np.float32(out[p] + av[i + q] * bv[j + q])
+    return out
+
+
+def _halves(values: np.ndarray, registers: int) -> bytes:
+    """fp16 values laid out from the first register on, zeros after them, in `registers` of VLEN 1024."""
+    data = np.zeros(64 * registers, np.float16)
+    data[:len(values)] = values
+    return data.tobytes()
+
+
+def test_the_specifications_fp16_example(program):
+    """6.1.7: A and B^T both rows r, r + 1, ..., r + 7 (r = 0 .. 7); C[i][j] = sum over k of (i + k)(j + k)."""
+    rows = np.array([[r + q for q in range(8)] for r in range(8)], np.float16).ravel()
+    rc, c = run(program, 11, _halves(rows, 2), _halves(rows, 1), np.zeros(64, np.float32), vlen=1024)
+    assert rc == 0
+    expected = [[sum((i + q) * (j + q) for q in range(8)) for j in range(8)] for i in range(8)]
+    assert c.reshape(8, 8).tolist() == expected   # the pair vd, vd+1 holds the 8 x 8 fp32 sums
+    assert expected[0] == [140, 168, 196, 224, 252, 280, 308, 336] and expected[7][7] == 924   # as printed
+
+
+@pytest.mark.parametrize("which", sorted(FLOAT_INSTRUCTIONS))
+def test_fp16_forms_on_random_registers(program, which):
+    """Every slide, on random fp16 operands (subnormals, and an infinity in a row the slide skips or reads)
+    added to random fp32 sums: bit for bit the pseudo-code's fp32 arithmetic."""
+    rng = np.random.default_rng(which)
+    a = (rng.standard_normal(128) * 4).astype(np.float16)
+    b = (rng.standard_normal(64) * 4).astype(np.float16)
+    a[5], a[70], b[3] = np.float16(3e-6), np.float16(np.inf), np.float16(-6e-8)   # two subnormals
+    c = (rng.standard_normal(64) * 100).astype(np.float32)
+    rc, out = run(program, which, a.tobytes(), b.tobytes(), c, vlen=1024)
+    assert rc == 0
+    np.testing.assert_array_equal(out, float_reference(a, b, c, FLOAT_INSTRUCTIONS[which]))
+
+
+def test_fp16_forms_need_the_a100(program):
+    """K1's cores (VLEN 256) have no floating-point matrix instructions: the instruction stays illegal."""
+    rc, _ = run(program, 11, bytes(64), bytes(32), np.zeros(16, np.float32))
     assert rc == -4

@@ -137,11 +137,12 @@ def test_generic_cpu_keeps_the_instruction_set(cpu, features, level):
 def test_register_blocks_fit():
     """Every micro-kernel's accumulators and B vectors fit the register file it was sized for, and panel
     widths are powers of two (the packing copies runs that must not cross a panel's edge)."""
-    registers = {"rvv": 32, "rvv-ime": 32, "ime": 32, "avx512": 32, "avx512-amx": 32, "amx": 8, "avx512-vnni": 32,
+    registers = {"rvv": 32, "rvv-ime": 32, "ime": 32, "rvv-a100": 32, "a100": 32, "avx512": 32, "avx512-amx": 32, "amx": 8, "avx512-vnni": 32,
                  "avx512-vnni-bf16": 32, "vnni": 32, "avx2-vnni": 16, "avxvnni": 16, "avx2": 16, "sse": 16, "portable": 32}
     for kernel in MICROKERNELS.values():
-        if kernel.name == "ime":   # register pairs of 4x4 sums per A tile (4 rows) and B tile, and the tiles
-            used = (kernel.rows // 4) * kernel.vectors * 2 + kernel.rows // 4 + kernel.vectors
+        if kernel.name in ("ime", "a100"):   # register pairs of sums per A tile (4 or 8 rows) and B tile, the tiles
+            tile = 4 if kernel.name == "ime" else 8
+            used = (kernel.rows // tile) * kernel.vectors * 2 + kernel.rows // tile + kernel.vectors
         elif kernel.name == "amx":   # a tile of sums per A tile (16 rows) and B tile, and the tiles
             used = (kernel.rows // 16) * kernel.vectors + kernel.rows // 16 + kernel.vectors
         else:
