@@ -49,10 +49,10 @@ def test_random_kernels_match_the_reference(target, program):
 MATRIX_EXAMPLES = 6
 
 
-@pytest.fixture(params=["riscv64:spacemit-x60", "host"])
+@pytest.fixture(params=["riscv64:spacemit-x60", "riscv64:spacemit-a100", "host"])
 def matrix_target(request, monkeypatch):
-    """K1's IME (under QEMU, emulated by the kernel server) and the host's own matrix unit or dot products
-    (AMX, VNNI) where it has them."""
+    """K1's IME and K3 A100's matrix unit (under QEMU, emulated by the kernel server) and the host's own
+    matrix unit or dot products (AMX, VNNI) where it has them."""
     target, _, cpu = request.param.partition(":")
     monkeypatch.setenv("SPINE_TARGET", target)
     if cpu:
