@@ -85,6 +85,39 @@ static launch_t current;
 static _Atomic uint64_t launch_word;
 static int num_workers;
 
+/* Where grid threads run (spine_grid_place): a CPU set, its size (0: anywhere) and a generation each thread
+ * compares with the one it last applied, so that a new placement reaches the workers at their next launch. */
+static cpu_set_t placement;
+static _Atomic int placement_count;
+static _Atomic unsigned placement_generation;
+static __thread unsigned placement_seen;
+
+int spine_grid_place(const int *cpus, int count) {
+    if (count <= 0) return EINVAL;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < count; i++) {
+        if (cpus[i] < 0 || cpus[i] >= CPU_SETSIZE) return EINVAL;
+        CPU_SET(cpus[i], &set);
+    }
+    pthread_mutex_lock(&pool_lock);
+    placement = set;
+    atomic_store(&placement_count, CPU_COUNT(&set));
+    atomic_fetch_add(&placement_generation, 1);
+    pthread_mutex_unlock(&pool_lock);
+    return 0;
+}
+
+/* Moves the calling grid thread onto the placement's CPUs, once per placement. The set is read under the
+ * generation it was published with: workers call this between launches, after the launch word (whose
+ * release follows spine_grid_place's unlock) told them to run. */
+static void follow_placement(void) {
+    unsigned generation = atomic_load(&placement_generation);
+    if (generation == placement_seen) return;
+    placement_seen = generation;
+    if (atomic_load(&placement_count) > 0) pthread_setaffinity_np(pthread_self(), sizeof placement, &placement);
+}
+
 /* Polling politely: a pause hint, and every so often the core goes to whoever else is runnable (the
  * launching thread, or under emulation the host process), so spinning never delays the next launch. */
 static inline void cpu_relax(int round) {
@@ -200,6 +233,7 @@ static void *worker_main(void *arg) {
         seen = await_launch(seen);
         int participants = (int)(seen & 0xffff);
         if (index >= participants) continue;
+        follow_placement();
         run_share(&current);
         if (atomic_fetch_add(&current.finished, 1) + 1 == participants) {
             pthread_mutex_lock(&state_lock);
@@ -364,9 +398,12 @@ int spine_run_grid_ex(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, in
     if (__builtin_mul_overflow((int64_t)gx * gy, (int64_t)gz, &total) || total > INT64_MAX / 2)
         return SPINE_GRID_TOO_LARGE;
     int requested = num_threads > 0 ? num_threads : spine_num_cores();
+    int placed = atomic_load(&placement_count);
+    if (placed > 0 && requested > placed) requested = placed;
     int threads = requested > total ? (int)total : requested;
 
     pthread_mutex_lock(&pool_lock);
+    follow_placement();
     if (guard_faults && spine_fault_guard_poisoned()) {
         pthread_mutex_unlock(&pool_lock);
         return SPINE_GRID_POISONED;

@@ -59,4 +59,10 @@ int spine_grid_take_fault(char *buffer, int size);
 /* Number of online cores. */
 int spine_num_cores(void);
 
+/* From the next launch on, every grid thread (the launching thread included) runs on the `count` CPUs
+ * listed in `cpus` (indices as sched_setaffinity numbers them), and a launch uses at most that many
+ * threads: for kernels whose code runs only on some of the machine's cores (core_placement.h). Returns 0,
+ * or EINVAL for an empty or out-of-range list. */
+int spine_grid_place(const int *cpus, int count);
+
 #endif

@@ -56,6 +56,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core_placement.h"
 #include "device_io.h"
 #include "fault_guard.h"
 #include "grid.h"
@@ -268,6 +269,11 @@ static void handle_load(uint8_t *payload, uint32_t len) {
         reply_error("entry point missing", dlerror());
         dlclose(lib);
         return;
+    }
+    char placement_error[512];
+    if (spine_place_for_kernel(lib, placement_error, sizeof placement_error)) {
+        dlclose(lib);
+        return reply_error("LOAD: no core here runs this kernel", placement_error);
     }
     int32_t found = find_kernel(fn);
     if (found >= 0) {

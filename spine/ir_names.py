@@ -34,6 +34,9 @@ PADDING_ATTRIBUTE = "spine.padding"
 # The uniform entry point every kernel library exports (compiler/entry.py builds it; the grid runtime, the
 # kernel server and the LLVM rewrites find it by this name).
 ENTRY_SYMBOL = "spine_entry"
+# The marchid (as /proc/cpuinfo prints it) of the cores a kernel's grid must run on, where its code runs on
+# no other (spacemit_cores.py): the runtime places the grid's threads there (cpp/core_placement.c).
+CORE_MARCHID_SYMBOL = "spine_core_marchid"
 
 # The streaming-stores flag the entry point sets and the streaming rewrite reads (compiler/streaming_stores.py):
 # one per kernel, named after it, so that an ahead-of-time library of several kernels has one each.

@@ -45,6 +45,8 @@ class CPUOptions:
     triple: str = ""
     cpu: str = ""
     features: str = ""
+    # the SpacemiT core the riscv64 code is for, if one was named (spacemit_cores.py: where its grid runs)
+    core: str = ""
     dump_path: str = ""
     # every pass's output, under this directory (compiler/passes.py)
     dump_passes: str = ""

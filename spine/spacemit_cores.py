@@ -23,6 +23,8 @@ class Core:
     arch_id: int
     llvm_cpu: str    # the CPU name Spine gives LLVM for it
     features: str = ""   # LLVM features its code has beyond the riscv64 target's (SPINE_RISCV_FEATURES)
+    marchid: int = 0     # what Linux's /proc/cpuinfo says of such a core (its marchid CSR); 0: not known
+    own_cores_only: bool = False   # its code runs on no other core: kernels name the core (spine_core_marchid)
 
     @property
     def arch_id_text(self) -> str:
@@ -31,11 +33,13 @@ class Core:
 
 
 CORES = (
-    Core("spacemit-x60", 0x503C, "spacemit-x60"),     # K1's cores
-    Core("spacemit-x100", 0x5064, "generic-rv64"),    # K3's general-purpose cores
+    # marchid values: the table SpacemiT's llama.cpp port picks its kernels by (ggml-cpu/spacemit/ime_env.cpp)
+    Core("spacemit-x60", 0x503C, "spacemit-x60", marchid=0x8000000058000001),     # K1's cores
+    Core("spacemit-x100", 0x5064, "generic-rv64", marchid=0x8000000058000002),    # K3's general-purpose cores
     Core("spacemit-x200", 0x50C8, "generic-rv64"),
-    Core("spacemit-a60", 0xA03C, "spacemit-x60"),
-    Core("spacemit-a100", 0xA064, "generic-rv64", "+zvl1024b,+xsmtvdot"),    # K3's AI cores
+    Core("spacemit-a60", 0xA03C, "spacemit-x60", marchid=0x8000000041000001),
+    Core("spacemit-a100", 0xA064, "generic-rv64", "+zvl1024b,+xsmtvdot", marchid=0x8000000041000002,
+         own_cores_only=True),   # K3's AI cores
     Core("spacemit-a200", 0xA0C8, "generic-rv64"),
     Core("spacemit-a200m", 0xF000, "generic-rv64"),
 )
@@ -53,6 +57,13 @@ def core_named(name: str) -> Core | None:
     if core is None and name.lower().startswith("0x"):
         core = core_of_arch_id(name)
     return core
+
+
+def placed_marchid(name: str) -> int:
+    """The marchid of the cores a kernel compiled for the core `name` (a Target's `core`) must run on, 0
+    when it may run anywhere: the cores whose code no other core runs (K3's A100)."""
+    core = _BY_NAME.get(name)
+    return core.marchid if core is not None and core.own_cores_only else 0
 
 
 def core_of_arch_id(arch_id: int | str) -> Core:

@@ -92,7 +92,7 @@ class CPUBackend(BaseBackend):
         warn_ignored(opts)
         args = {k: opts[k] for k in (f.name for f in fields(CPUOptions)) if k in opts and opts[k] is not None}
         t = self.cpu_target
-        args.update(arch=t.name, triple=t.triple, cpu=t.cpu, features=t.features, **environment_switches())
+        args.update(arch=t.name, triple=t.triple, cpu=t.cpu, features=t.features, core=t.core, **environment_switches())
         if "enable_fp_fusion" not in args:
             from triton import knobs
             args["enable_fp_fusion"] = knobs.language.default_fp_fusion

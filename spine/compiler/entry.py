@@ -11,18 +11,25 @@ from __future__ import annotations
 
 from llvmlite import ir as llir
 
-from ..ir_names import ENTRY_SYMBOL, streaming_flag_symbol
+from ..ir_names import CORE_MARCHID_SYMBOL, ENTRY_SYMBOL, streaming_flag_symbol
 _SCALARS = {"i1": llir.IntType(1), "i8": llir.IntType(8), "i16": llir.IntType(16), "i32": llir.IntType(32),
             "i64": llir.IntType(64), "f16": llir.HalfType(), "bf16": llir.IntType(16), "f32": llir.FloatType(),
             "f64": llir.DoubleType()}
 
 
-def entry_module_ir(kernel_name: str, arg_kinds, argument_views, triple: str, streaming_programs: int = 0) -> str:
+def entry_module_ir(kernel_name: str, arg_kinds, argument_views, triple: str, streaming_programs: int = 0,
+                    core_marchid: int = 0) -> str:
     """`argument_views`: for each extra memref argument after the grid arguments, the runtime argument
     whose data pointer it views (see to_linalg/function.py). `streaming_programs`: from how many programs
-    a launch sets the streaming-stores flag (compiler/streaming_stores.py); 0: no flag."""
+    a launch sets the streaming-stores flag (compiler/streaming_stores.py); 0: no flag. `core_marchid`: the
+    SpacemiT core the grid must run on (CORE_MARCHID_SYMBOL); 0: any."""
     module = llir.Module(name="spine_entry")
     module.triple = triple
+    if core_marchid:
+        marchid = llir.GlobalVariable(module, llir.IntType(64), name=CORE_MARCHID_SYMBOL)
+        marchid.global_constant = True
+        marchid.linkage = "weak_odr"   # the same in every kernel of an ahead-of-time library
+        marchid.initializer = llir.Constant(llir.IntType(64), core_marchid)
     ptr = llir.PointerType()
     i32, i64 = llir.IntType(32), llir.IntType(64)
     params = []

@@ -64,6 +64,7 @@ def make_linalg(mod, metadata, options):
 
 def make_llir(linalg_text: str, metadata, options):
     """The MLIR lowering's passes, then the LLVM passes with O3: the optimised LLVM IR."""
+    from ..spacemit_cores import placed_marchid
     from .entry import entry_module_ir
     from .lower import LoweringChoices
     kernel, facts = metadata["name"], _facts(metadata)
@@ -72,7 +73,8 @@ def make_llir(linalg_text: str, metadata, options):
                                          streaming_stores=bool(streaming))
     llvm_ir, lowering = _in_worker(kernel, "lower", linalg_text=linalg_text, choices=choices,
                                    dump_dir=options.dump_passes, kernel=kernel)
-    entry = entry_module_ir(kernel, facts.arg_kinds, facts.argument_views, options.triple, streaming)
+    entry = entry_module_ir(kernel, facts.arg_kinds, facts.argument_views, options.triple, streaming,
+                            placed_marchid(options.core))
     optimized, config = codegen_with_fallbacks(kernel, llvm_ir, entry, options,
                                                bf16=lowering.ran("bf16-as-integers"))
     # The cached kernel says how it was really built (a fallback may have replaced the requested CPU).

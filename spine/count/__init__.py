@@ -41,11 +41,14 @@ class LaunchCount:
 def count_launch(launch, qemu_cpu: str | None = None) -> LaunchCount:
     """Counts one call of `launch` (a riscv64 launch that returns the CompiledKernel, or a LoadedKernel),
     under QEMU's `-cpu qemu_cpu` (default: SPINE_QEMU_CPU)."""
+    from ..driver.cpu_driver import vector_bits_of_binary
     trace = traced_launch(launch, qemu_cpu)
     loaded = getattr(trace.result, "function", trace.result)
     with open(loaded.so_path, "rb") as f:
-        image = KernelImage.of(f.read())
-    return launch_count(trace, image, vlen_of(qemu_cpu or switches.QEMU_CPU.get()))
+        binary = f.read()
+    # the guest's VLEN: QEMU's, raised to what the kernel was built for (K3 A100's 1024), as the executor does
+    vlen = max(vlen_of(qemu_cpu or switches.QEMU_CPU.get()), vector_bits_of_binary(binary))
+    return launch_count(trace, KernelImage.of(binary), vlen)
 
 
 def vlen_of(qemu_cpu: str) -> int:

@@ -16,7 +16,8 @@ so this estimate does too:
                        multiply-adds (7); widening (4); divides (12); reductions, permutations, masks (1)
     VFP        1       vector floating point, fused multiply-adds included (1)
     MATRIX     1       smt.vmadot* (1: an assumption, no figure is published per instruction; SpacemiT
-                       gives about 2 TOPS int8 for cluster 0's four cores, ~0.8 cycles per vmadot at 1.6 GHz)
+                       gives about 2 TOPS int8 for cluster 0's four cores, ~0.8 cycles per vmadot at 1.6 GHz);
+                       K3 A100's smt.vfwmadot* (1, the same assumption)
 
 The X60 issues two instructions a cycle, in order. The estimate is the larger of the instructions over
 two and the busiest resource's cycles over its units: a bound from throughput alone, without latencies
@@ -26,7 +27,12 @@ core, it does not predict a board's time.
 Multiply-accumulates are counted from the instructions that do them: vector multiply-adds (vfmacc,
 vmacc, their widening forms and vfmadd/vmadd) at the full vector length of the vtype that the nearest
 executed vsetvli before them in the code sets (an upper bound at loops' tails; VLEN from QEMU's -cpu),
-scalar fused multiply-adds (1), and smt.vmadot (4 x 8 x 4 = 128)."""
+scalar fused multiply-adds (1), smt.vmadot (4 x 8 x 4 = 128 at K1's VLEN 256, 8 x 16 x 8 = 1,024 at K3 A100's
+VLEN 1024) and smt.vfwmadot (A100 only: 8 x 8 x 8 = 512).
+
+K3's cores have no scheduling model in LLVM 22: code for the A100 (VLEN 1024) is estimated with the X60's
+table above, an assumption (same issue width and units, each matrix instruction one cycle) that makes the
+estimate a comparison of the A100's own code paths (with and without its matrix unit), not a prediction."""
 from __future__ import annotations
 
 from collections import Counter
@@ -44,9 +50,16 @@ COSTS = {
     "vint": ("VIEU", 4), "vmul": ("VIEU", 7), "vmacc": ("VIEU", 7), "vwide": ("VIEU", 4), "vwmacc": ("VIEU", 4),
     "vdiv": ("VIEU", 12), "vother": ("VIEU", 1),
     "vfp": ("VFP", 1), "vfma": ("VFP", 1), "vfwma": ("VFP", 1),
-    "vmadot": ("MATRIX", 1),
+    "vmadot": ("MATRIX", 1), "vfwmadot": ("MATRIX", 1),
 }
-VMADOT_MACS = 4 * 8 * 4
+VFWMADOT_FUNCT7 = 0b1001111     # smt.vfwmadot*: [31:25], funct3 100 .. 111 (the specification's 8.5)
+
+
+def matrix_macs(cls: str, vlen: int) -> int:
+    """Multiply-accumulates of one matrix instruction at `vlen` (its tile: the specification's 2.5)."""
+    if cls == "vfwmadot":
+        return 8 * 8 * 8
+    return 8 * 16 * 8 if vlen >= 1024 else 4 * 8 * 4
 OP_V, LOAD_FP, STORE_FP, CUSTOM1 = 0x57, 0x07, 0x27, 0x2b
 _VECTOR_WIDTHS = (0, 5, 6, 7)
 
@@ -133,6 +146,8 @@ def classify(word: int) -> str:
         return _op_fp(word)
     if opcode == OP_V:
         return _op_v(word)
+    if opcode == CUSTOM1 and word >> 25 == VFWMADOT_FUNCT7 and funct3 >= 4:
+        return "vfwmadot"
     if opcode == CUSTOM1 and (word >> 26) & 0b111 in (0, 1):
         return "vmadot"
     return "alu"
@@ -181,8 +196,8 @@ def estimate(counts: dict, code_at, lo: int, hi: int, vlen: int) -> CycleEstimat
             macs += n * lanes
         elif cls == "fma":
             macs += n
-        elif cls == "vmadot":
-            macs += n * VMADOT_MACS
+        elif cls in ("vmadot", "vfwmadot"):
+            macs += n * matrix_macs(cls, vlen)
     per_unit = {r: c / UNITS[r] for r, c in busy.items()}
     total = sum(classes.values())
     cycles = max([total / ISSUE_WIDTH] + list(per_unit.values()))

@@ -42,21 +42,23 @@ class Executor(Protocol):
         """Releases what the executor holds (a guest process); the next launch starts anew."""
 
 
-@functools.lru_cache(maxsize=None)
 def executor_for(target_name: str, native: bool, vector_bits: int = 0) -> Executor:
     """One executor per kind of target, whatever CPU or features its kernels were compiled for; under QEMU,
-    one per vector length code needs at the least (`vector_bits`: K3 A100's VLEN 1024 code runs on a guest
-    CPU of that VLEN, everything else on QEMU's configured one)."""
+    one more for each VLEN code needs beyond QEMU's configured one (`vector_bits`: K3 A100's VLEN 1024 code
+    runs on a guest CPU of that VLEN, all other code, which needs no more than SPINE_QEMU_CPU gives, on
+    that)."""
+    if not native and target_name == "riscv64":
+        from .qemu import configured_vector_bits
+        vector_bits = vector_bits if vector_bits > configured_vector_bits() else 0
+    return _executor(target_name, native, 0 if native else vector_bits)
+
+
+@functools.lru_cache(maxsize=None)
+def _executor(target_name: str, native: bool, vector_bits: int) -> Executor:
     if native:
         from .native import NativeExecutor
         return NativeExecutor()
     if target_name == "riscv64":
-        from .qemu import qemu_cpu
-        return _qemu_executor(qemu_cpu(vector_bits))
+        from .qemu import QemuExecutor
+        return QemuExecutor(vector_bits)
     raise RuntimeError(f"cannot run code for {target_name} on this machine")
-
-
-@functools.lru_cache(maxsize=None)
-def _qemu_executor(cpu: str) -> Executor:
-    from .qemu import QemuExecutor
-    return QemuExecutor(cpu)

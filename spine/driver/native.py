@@ -69,6 +69,8 @@ class NativeRuntime:
         lib.spine_take_assert_failure.restype = ctypes.c_int
         lib.spine_grid_take_fault.argtypes = [ctypes.c_char_p, ctypes.c_int]
         lib.spine_grid_take_fault.restype = ctypes.c_int
+        lib.spine_place_for_kernel.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+        lib.spine_place_for_kernel.restype = ctypes.c_int
         lib.spine_fault_guard_check_handlers.argtypes = []
         lib.spine_fault_guard_check_handlers.restype = None
         _keep_handlers_in_front(lib.spine_fault_guard_check_handlers)
@@ -93,6 +95,13 @@ class NativeRuntime:
         """As run_grid, recording the launch (proton/buffers.py); its timeout goes to the runtime first."""
         self.lib.spine_grid_set_timeout_ns(timeout_ns)
         return self.profile.run_grid(entry, args, grid, threads, programs)
+
+    def place(self, library: ctypes.CDLL) -> None:
+        """Puts the grid's threads on the cores a just-loaded kernel's code needs, if it names some
+        (cpp/core_placement.h); a clear error when this machine has none of them."""
+        message = ctypes.create_string_buffer(512)
+        if self.lib.spine_place_for_kernel(library._handle, message, len(message)):
+            raise RuntimeError(message.value.decode(errors="replace"))
 
     def take_fault(self) -> str:
         message = ctypes.create_string_buffer(1024)
@@ -173,6 +182,7 @@ class NativeExecutor:
 
     def load(self, name: str, so_path: str) -> NativeKernel:
         library = ctypes.CDLL(so_path, mode=os.RTLD_LOCAL)
+        self.runtime.place(library)
         entry = ctypes.cast(library.spine_entry, ctypes.c_void_p).value
         return NativeKernel(name, so_path, self.runtime, library, entry, proton_buffers.calls_records(so_path))
 

@@ -73,6 +73,12 @@ def trace_arguments() -> list[str]:
     return [one_insn, "-d", "exec,nochain", "-D", path]
 
 
+def configured_vector_bits() -> int:
+    """The VLEN SPINE_QEMU_CPU gives the guest (QEMU's own default, 128, where it names none)."""
+    found = re.search(r"(^|,)vlen=(\d+)", switches.QEMU_CPU.get())
+    return int(found.group(2)) if found else 128
+
+
 def qemu_cpu(vector_bits: int = 0) -> str:
     """QEMU's `-cpu` (SPINE_QEMU_CPU) with its VLEN raised to `vector_bits` where that is more."""
     cpu = switches.QEMU_CPU.get()
@@ -252,13 +258,14 @@ def arena_layout(args: Arguments) -> tuple[list[int], list[_Span], int]:
 
 
 class QemuExecutor:
-    """Keeps one QemuServer for the riscv64 kernels of one QEMU CPU (`cpu`, default SPINE_QEMU_CPU),
-    restarting it after a fault or to grow its arena."""
+    """Keeps one QemuServer for the riscv64 kernels that need a VLEN of at least `vector_bits` (0: any),
+    restarting it after a fault or to grow its arena; each start takes SPINE_QEMU_CPU as it is then, its VLEN
+    raised to `vector_bits` where that is more (qemu_cpu)."""
 
     TARGET_LABEL = "riscv64 (QEMU user mode)"
 
-    def __init__(self, cpu: str | None = None):
-        self.cpu = cpu
+    def __init__(self, vector_bits: int = 0):
+        self.vector_bits = vector_bits
         self.server: QemuServer | None = None
         self.generation = 0
         self.lock = threading.Lock()
@@ -277,7 +284,7 @@ class QemuExecutor:
             return server
         self.shutdown()
         size = max(arena_bytes, switches.ARENA_MB.get() << 20)
-        self.server = QemuServer(1 << (size - 1).bit_length(), self.cpu)
+        self.server = QemuServer(1 << (size - 1).bit_length(), qemu_cpu(self.vector_bits))
         self.generation += 1
         return self.server
 

@@ -17,14 +17,16 @@ CPP_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 # Debian bookworm's riscv64 glibc; the guest runs against /usr/riscv64-linux-gnu (libc6-riscv64-cross).
 GUEST_ZIG_TARGET = "riscv64-linux-gnu.2.36"
 # Built into both the host runtime and the guest kernel server.
-SHARED_SOURCES = ("grid.c", "fault_guard.c", "device_io.c", "profile_buffers.c", "parallel_loops.c")
+SHARED_SOURCES = ("grid.c", "fault_guard.c", "device_io.c", "profile_buffers.c", "parallel_loops.c",
+                  "core_placement.c")
 # The kernel server's, for QEMU and for boards.
 SERVER_SOURCES = ("kernel_server.c", "matrix_emulation.c") + SHARED_SOURCES
 
 
 def _sources_hash(names: tuple[str, ...], extra: str) -> str:
     h = hashlib.sha256(extra.encode())
-    for name in names + ("grid.h", "device_io.h", "fault_guard.h", "profile_buffers.h", "matrix_emulation.h"):
+    for name in names + ("grid.h", "device_io.h", "fault_guard.h", "profile_buffers.h", "matrix_emulation.h",
+                          "core_placement.h"):
         with open(os.path.join(CPP_DIR, name), "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]

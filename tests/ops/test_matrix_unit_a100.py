@@ -157,6 +157,20 @@ def _binary(kernel) -> bytes:
     return binary
 
 
+def _exports(binary: bytes, symbol: str) -> bool:
+    import io
+    from elftools.elf.elffile import ELFFile
+    return any(s.name == symbol for s in ELFFile(io.BytesIO(binary)).get_section_by_name(".dynsym").iter_symbols())
+
+
+def test_other_code_names_no_core(monkeypatch):
+    monkeypatch.setenv("SPINE_RISCV_CPU", "spacemit-x60")
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    a, b = torch.randint(-128, 128, (8, 16), dtype=torch.int8), torch.randint(-128, 128, (16, 8), dtype=torch.int8)
+    kernel = _launch(a, b, torch.empty(8, 8, dtype=torch.int32), (16, 16, 16))
+    assert not _exports(_binary(kernel), "spine_core_marchid")
+
+
 def test_a100_code_runs_on_a_vlen_1024_guest(a100):
     """The A100's code assumes VLEN 1024, and its binary says so (the RISC-V attributes' Zvl1024b), so QEMU
     runs it on a CPU of that VLEN; other riscv64 code keeps QEMU's configured one."""
@@ -167,6 +181,9 @@ def test_a100_code_runs_on_a_vlen_1024_guest(a100):
     kernel = _launch(a, b, c, (16, 16, 16))
     torch.testing.assert_close(c, a.int() @ b.int(), rtol=0, atol=0)
     assert vector_bits_of_binary(_binary(kernel)) == 1024
+    assert _exports(_binary(kernel), "spine_core_marchid")   # where its grid runs (cpp/core_placement.c)
     assert "vlen=1024" in _executor_for(target).server.cpu
-    assert "vlen=256" in _executor_for(riscv64_target("generic-rv64")).cpu
+    other = _executor_for(riscv64_target("generic-rv64"))
+    assert other is not _executor_for(target) and other.vector_bits == 0
+    assert _executor_for(riscv64_target("spacemit-x60")) is other   # VLEN 256: what QEMU is configured with
     assert vector_bits_of_binary(b"not an ELF file") == 0
