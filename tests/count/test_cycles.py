@@ -40,6 +40,8 @@ EXPECTED = {
     "vfadd.vv v8, v8, v9": "vfp", "vfmacc.vf v8, fa0, v9": "vfma", "vfmadd.vv v8, v9, v10": "vfma",
     "vfwmacc.vf v8, fa0, v10": "vfwma", "vfredusum.vs v8, v8, v9": "vfp",
     "smt.vmadot v16, v8, v9": "vmadot", "smt.vmadotsu v16, v8, v9": "vmadot",
+    # K3 A100's smt.vfwmadot and its slide 3 (not in LLVM 22: by their encodings, the specification's 8.5)
+    ".insn r 0x2b, 4, 0x4f, v16, v8, v9": "vfwmadot", ".insn r 0x2b, 7, 0x4f, v16, v8, v9": "vfwmadot",
 }
 
 
@@ -109,3 +111,23 @@ def test_an_int8_matmul_counts_its_multiply_accumulates(monkeypatch, cpu, instru
     else:
         assert "vmadot" not in x60.classes and size ** 3 <= x60.macs <= 1.25 * size ** 3
     assert x60.cycles >= counted.total / 2
+
+
+@pytest.mark.parametrize("dtype", ["int8", "fp16"])
+def test_a100_matmuls_count_their_multiply_accumulates(monkeypatch, dtype):
+    """64^3 on K3 A100's matrix unit (a VLEN 1024 guest): exactly 64^3 multiply-accumulates, 1,024 per
+    smt.vmadot (8x16x8) and 512 per smt.vfwmadot (8x8x8)."""
+    from tests.ops.test_matrix_unit_a100 import _launch
+    monkeypatch.setenv("SPINE_TARGET", "riscv64")
+    monkeypatch.setenv("SPINE_RISCV_CPU", "spacemit-a100")
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    size = 64
+    if dtype == "int8":
+        a, b = (torch.randint(-128, 128, (size, size), dtype=torch.int8) for _ in range(2))
+        c = torch.empty(size, size, dtype=torch.int32)
+    else:
+        a, b = torch.randn(size, size).half(), torch.randn(size, size).half()
+        c = torch.empty(size, size)
+    counted = count_launch(lambda: _launch(a, b, c, (64, 64, 64)))
+    cls, per = ("vmadot", 1024) if dtype == "int8" else ("vfwmadot", 512)
+    assert counted.x60.classes[cls] == size ** 3 // per and counted.x60.macs == size ** 3
