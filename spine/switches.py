@@ -84,11 +84,11 @@ HOST_FEATURES = Switch("SPINE_HOST_FEATURES", str, None, "LLVM feature string fo
                        "machine's; with `SPINE_HOST_CPU` set, that CPU's)", compile_key=True)
 RISCV_CPU = Switch("SPINE_RISCV_CPU", str, "generic-rv64", "CPU for riscv64 code: an LLVM CPU name (e.g. "
                    "`sifive-x280`), or a SpacemiT core's name or arch id (`spacemit-x60`, `spacemit-a100`, `0xA064`: "
-                   "spine/spacemit_cores.py)", compile_key=True)
+                   "spine/spacemit_cores.py; `spacemit-a100` code runs on A100 cores only)", compile_key=True)
 RISCV_FEATURES = Switch("SPINE_RISCV_FEATURES", str, "+64bit,+m,+a,+f,+d,+c,+v,+zfh,+zvfh,+zba,+zbb,+zbs",
                         "LLVM features for riscv64 (default RV64GC + V + Zfh/Zvfh + Zba/Zbb/Zbs)", compile_key=True)
 MATRIX_UNIT = Switch("SPINE_MATRIX_UNIT", _flag, True, "int8 `tl.dot` and `smt.dot` on the target's matrix unit "
-                     "where it has one (K1's IME on `spacemit-x60`; int8 and bf16 on x86's AMX, or its VNNI and BF16 dot "
+                     "where it has one (K1's IME on `spacemit-x60`; int8 and fp16 on `spacemit-a100`, K3's; int8 and bf16 on x86's AMX, or its VNNI and BF16 dot "
                      "products; spine/microkernels.py); "
                      "0: vector code",
                      compile_key=True)
