@@ -103,10 +103,41 @@ ZIG_RISCV_IME_CPU = ZIG_RISCV_CPU + "+zba+zbb+zbs+zihintpause+xsmtvdot"
 ZIG_RISCV_SCALAR_CPU = "-mcpu=generic_rv64+m+a+f+d+c"
 ZIG_RISCV_TARGET = "riscv64-linux-musl"
 
-# SpacemiT's `vmadot vd, vs1, vs2` as LLVM's assembler spells it. Module-level assembly comes first in the
-# output, and the integrated assembler keeps macros across the inline assembly of one file.
-IME_MNEMONICS_H = r"""__asm__(".macro vmadot vd, vs1, vs2\n\tsmt.vmadot \\vd, \\vs1, \\vs2\n.endm");
-"""
+def _ime_mnemonics() -> str:
+    """Assembler macros for SpacemiT's mnemonics as its GCC spells them (`vmadot vd, vs1, vs2, i8`,
+    `vpack.vv vd, vs1, vs2, 2`, ...), which LLVM 22 knows only in part (K1's `smt.vmadot`) or not at all (K3's
+    XSMTVDotII is LLVM 23's): each becomes its encoding (`.insn r`), by the specification's chapter 8, which
+    is how LLVM 23 encodes them (its MC tests). Module-level assembly comes first in the output, and the
+    integrated assembler keeps macros across the inline assembly of one file."""
+    lines = []
+
+    def macro(name, params, body):
+        lines.extend([f".macro {name} {params}", *body, ".endm"])
+    # the integer base path: funct7 = 1 DT 000 1 (DT 11 int8, 10 int4), funct3 the signedness
+    for name, funct3 in (("vmadotu", 0), ("vmadotus", 1), ("vmadotsu", 2), ("vmadot", 3)):
+        macro(name, "vd, vs1, vs2, type=i8", [
+            ".ifc \\type,i4", f".insn r 0x2b, {funct3}, 0x61, \\vd, \\vs1, \\vs2", ".else",
+            f".insn r 0x2b, {funct3}, 0x71, \\vd, \\vs1, \\vs2", ".endif"])
+    # block-scaled: funct7 = 1 DT funct(3) vscale (v0 or v1), funct3 = imm3
+    for name, funct in (("vmadotu.hp", 3), ("vmadotus.hp", 6), ("vmadotsu.hp", 5), ("vmadot.hp", 4)):
+        body = []
+        for dt, dt_name in ((2, "i4"), (3, "i8")):
+            for vscale in (0, 1):
+                body += [f".ifc \\type\\vscale,{dt_name}v{vscale}",
+                         f".insn r 0x2b, \\imm, {0x40 | dt << 4 | funct << 1 | vscale:#x}, \\vd, \\vs1, \\vs2",
+                         ".endif"]
+        macro(name, "vd, vs1, vs2, vscale, imm, type=i8", body)
+    # the layout instructions: funct7 = funct6 1, funct3 = [14] and imm2
+    for name, funct7, high in (("vpack.vv", 0x33, 0), ("vupack.vv", 0x33, 4), ("vnpack.vv", 0x31, 0),
+                               ("vnspack.vv", 0x31, 4), ("vnpack4.vv", 0x21, 0), ("vnspack4.vv", 0x21, 4)):
+        macro(name, "vd, vs1, vs2, imm=0", [f".insn r 0x2b, {high}+\\imm, {funct7:#x}, \\vd, \\vs1, \\vs2"])
+    macro("vfwmadot", "vd, vs1, vs2, type=fp16", [".insn r 0x2b, 4, 0x4f, \\vd, \\vs1, \\vs2"])
+    # as a C string literal: backslashes and line ends escaped
+    literal = "\n".join(lines).replace("\\", "\\\\").replace("\n", "\\n")
+    return f'__asm__("{literal}\\n");\n'
+
+
+IME_MNEMONICS_H = _ime_mnemonics()
 
 # Carries out the traps of smt.vmadot (cpp/matrix_emulation.c) from before main, counting them: the
 # count shows that SpacemiT's matrix kernels ran, rather than a fallback of ggml's.
@@ -152,45 +183,67 @@ struct block_q4_1 {
     uint8_t qs[16];
 };
 
+struct block_q8_0 {
+    ggml_fp16_t d;
+    int8_t qs[32];
+};
+
 static uint32_t state = 12345;
 static int draw(uint32_t n) {
     state = state * 1664525u + 1013904223u;
     return (int)((state >> 8) % n);
 }
 
+/* Weights d = 1: Q4_1 with integer mins (zero points), or Q8_0; `weight` gets their exact values. */
+static std::vector<uint8_t> weights(bool q8, int N, int K, std::vector<int> &weight) {
+    std::vector<uint8_t> bytes;
+    for (int n = 0; n < N; n++)
+        for (int b = 0; b < K / 32; b++) {
+            int *w = &weight[n * K + b * 32];
+            if (q8) {
+                block_q8_0 blk;
+                blk.d = ggml_fp32_to_fp16(1.0f);
+                for (int j = 0; j < 32; j++) w[j] = blk.qs[j] = (int8_t)(draw(255) - 127);
+                bytes.insert(bytes.end(), (uint8_t *)&blk, (uint8_t *)&blk + sizeof blk);
+                continue;
+            }
+            block_q4_1 blk;
+            const int zp = draw(16);
+            blk.d = ggml_fp32_to_fp16(1.0f);
+            blk.m = ggml_fp32_to_fp16((float)-zp);
+            for (int j = 0; j < 16; j++) {   /* Q4_1: element j in the low nibble, j + 16 in the high */
+                const int lo = draw(16), hi = draw(16);
+                blk.qs[j] = (uint8_t)(lo | hi << 4);
+                w[j] = lo - zp;
+                w[j + 16] = hi - zp;
+            }
+            bytes.insert(bytes.end(), (uint8_t *)&blk, (uint8_t *)&blk + sizeof blk);
+        }
+    return bytes;
+}
+
+/* argv: q4_1 or q8_0, K, N, then the row counts M */
 int main(int argc, char **argv) {
-    if (argc < 4) return 2;
-    const int K = atoi(argv[1]), N = atoi(argv[2]);
+    if (argc < 5) return 2;
+    const bool q8 = argv[1][1] == '8';
+    const int K = atoi(argv[2]), N = atoi(argv[3]);
     ggml_backend_t cpu = ggml_backend_cpu_init();
     ggml_backend_cpu_set_n_threads(cpu, 2);
     int failures = 0;
-    for (int arg = 3; arg < argc; arg++) {
+    for (int arg = 4; arg < argc; arg++) {
         const int M = atoi(argv[arg]);
-        std::vector<block_q4_1> w(N * K / 32);
         std::vector<int> weight(N * K);
-        for (int n = 0; n < N; n++)
-            for (int b = 0; b < K / 32; b++) {
-                block_q4_1 &blk = w[n * (K / 32) + b];
-                const int zp = draw(16);
-                blk.d = ggml_fp32_to_fp16(1.0f);
-                blk.m = ggml_fp32_to_fp16((float)-zp);
-                for (int j = 0; j < 16; j++) {   /* Q4_1: element j in the low nibble, j + 16 in the high */
-                    const int lo = draw(16), hi = draw(16);
-                    blk.qs[j] = (uint8_t)(lo | hi << 4);
-                    weight[n * K + b * 32 + j] = lo - zp;
-                    weight[n * K + b * 32 + j + 16] = hi - zp;
-                }
-            }
+        std::vector<uint8_t> w = weights(q8, N, K, weight);
         std::vector<float> x(M * K);
         for (int i = 0; i < M * K; i++) x[i] = (float)(draw(255) - 127);
         for (int i = 0; i < M * K / 32; i++) x[i * 32 + draw(32)] = draw(2) ? 127.0f : -127.0f;
 
         ggml_init_params weights_params = {ggml_tensor_overhead() * 4, nullptr, true};
         ggml_context *weights_ctx = ggml_init(weights_params);
-        ggml_tensor *wt = ggml_new_tensor_2d(weights_ctx, GGML_TYPE_Q4_1, K, N);
+        ggml_tensor *wt = ggml_new_tensor_2d(weights_ctx, q8 ? GGML_TYPE_Q8_0 : GGML_TYPE_Q4_1, K, N);
         ggml_backend_buffer_t weights_buffer =
             ggml_backend_alloc_ctx_tensors_from_buft(weights_ctx, ggml_backend_cpu_riscv64_spacemit_buffer_type());
-        ggml_backend_tensor_set(wt, w.data(), 0, w.size() * sizeof(block_q4_1));
+        ggml_backend_tensor_set(wt, w.data(), 0, w.size());
 
         ggml_init_params params = {ggml_tensor_overhead() * 8 + ggml_graph_overhead(), nullptr, true};
         ggml_context *ctx = ggml_init(params);
@@ -225,6 +278,8 @@ int main(int argc, char **argv) {
 CHECKED = re.compile(r"^M=(\d+) K=(\d+) N=(\d+): (\d+) of (\d+) wrong$", re.M)
 # ggml-cpu/spacemit/ime_env.cpp: the core to assume where /proc/cpuinfo names none (K1's A60)
 IME_ENV = {"SPACEMIT_CORE_ARCH": "0xA03C"}
+# ... and K3's A100 (0xA064), which selects IME2 (ime2_kernels.cpp: VLEN 1024 code, so a QEMU CPU of that VLEN)
+IME2_ENV, IME2_VLEN = {"SPACEMIT_CORE_ARCH": "0xA064"}, 1024
 
 
 def _zig_wrappers(directory: str, target: str, cpu: str = ZIG_RISCV_CPU, flags: str = "",
@@ -335,25 +390,48 @@ def _build(target: str, products: tuple) -> str:
         raise ValueError(f"target {target!r}: one of {', '.join(BUILD_TARGETS)}")
     tree = source()
     out = os.path.join(root(), f"build-{target}")
+    mnemonics_key = os.path.join(out, "spine-mnemonics.key")
     if target == "riscv64-ime" and _emulation_key_changed(out):
-        for t in TARGETS:   # relinked with the new objects: nothing else depends on them
+        stale = TARGETS
+        if _read(mnemonics_key) != _mnemonics_key():   # every object includes them, and ggml probes them
+            stale = TARGETS + LIBRARIES
+        for t in stale:   # relinked with the new objects (rebuilt, for new mnemonics)
             if os.path.exists(_product(out, t)):
                 os.remove(_product(out, t))
     if all(os.path.exists(_product(out, p)) for p in products):
         return out
     env = _zig_env()
-    subprocess.run(["cmake", "-S", tree, "-B", out] + configure_args(target, out), check=True, env=env)
+    # the probes again, each time: check_c_source_compiles keeps an earlier answer in the cache
+    reprobe = ["-U", "SPACEMIT_RISCV_COMPILER_SUPPORT_*"] if target == "riscv64-ime" else []
+    subprocess.run(["cmake", "-S", tree, "-B", out] + reprobe + configure_args(target, out), check=True, env=env)
     if target == "riscv64-ime":
         with open(os.path.join(out, "CMakeCache.txt")) as f:
-            spec = re.search(r"^SPACEMIT_RISCV_COMPILER_SUPPORT_IME1:INTERNAL=(\S*)$", f.read(), re.M)
-        if not spec or spec.group(1) != "1":
-            raise RuntimeError("ggml's probe did not find IME1: the vmadot macro did not take")
+            cache = f.read()
+        # IME1 is the vmadot probe; IME2 needs the int4 form and the layout instructions as well
+        for probe in ("IME1", "VMADOT_S4", "VPACK", "VNPACK"):
+            found = re.search(rf"^SPACEMIT_RISCV_COMPILER_SUPPORT_{probe}:INTERNAL=(\S*)$", cache, re.M)
+            if not found or found.group(1) != "1":
+                raise RuntimeError(f"ggml's probe {probe} failed: the mnemonic macros (ime_mnemonics.h) did not take")
     subprocess.run(["cmake", "--build", out, "-j", str(os.cpu_count() or 2), "--target", *products], check=True,
                    env=env)
     if target == "riscv64-ime":
         with open(os.path.join(out, "spine-emulation.key"), "w") as f:
             f.write(_emulation_key() + "\n")
+        with open(mnemonics_key, "w") as f:
+            f.write(_mnemonics_key() + "\n")
     return out
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _mnemonics_key() -> str:
+    return hashlib.sha256(IME_MNEMONICS_H.encode()).hexdigest()[:16]
 
 
 def build(target: str) -> str:
@@ -366,13 +444,17 @@ def build_libraries(target: str) -> str:
     return _build(target, LIBRARIES)
 
 
-def _under_qemu(program: str, args, ime: bool) -> tuple[list, dict]:
+def _under_qemu(program: str, args, ime: bool, a100: bool = False) -> tuple[list, dict]:
     """(argv, environment) that run the guest `program` under QEMU on Spine's QEMU CPU (VLEN 256, K1's),
-    with IME_ENV for a program built with SpacemiT's kernels."""
+    with IME_ENV for a program built with SpacemiT's kernels; `a100`: as K3's A100 instead (IME2_ENV, VLEN
+    1024)."""
     from spine import switches
     from spine.driver.qemu import qemu_binary
-    return ([qemu_binary(), "-cpu", switches.QEMU_CPU.default, program, *map(str, args)],
-            dict(os.environ, **(IME_ENV if ime else {})))
+    cpu = switches.QEMU_CPU.default
+    if a100:
+        cpu = cpu.replace("vlen=256", f"vlen={IME2_VLEN}")
+    return ([qemu_binary(), "-cpu", cpu, program, *map(str, args)],
+            dict(os.environ, **((IME2_ENV if a100 else IME_ENV) if ime else {})))
 
 
 def qemu_command(target: str, tool: str, *args: str) -> tuple[list, dict]:
@@ -386,9 +468,10 @@ SMOLLM2_SHAPES = ((576, 576), (576, 192), (576, 1536), (1536, 576))
 MATMUL_ROWS = (1, 3, 4, 5, 8)
 
 
-def ime_matmul_check(k: int, n: int, rows: tuple) -> dict:
+def ime_matmul_check(k: int, n: int, rows: tuple, weights: str = "q4_1", a100: bool = False) -> dict:
     """Runs IME_MATMUL_CHECK_CPP (built against the riscv64-ime build's ggml, with the emulation) under QEMU
-    for a K x N weight and each row count in `rows`: {M: outputs wrong}, the instructions emulated, the log."""
+    for a K x N weight (`weights`: q4_1 or q8_0) and each row count in `rows`, as K1's A60 (IME1) or, with
+    `a100`, K3's A100 (IME2): {M: outputs wrong}, the instructions emulated, the log."""
     out = build_libraries("riscv64-ime")
     spine = os.path.join(out, "spine")
     program, source_path = os.path.join(spine, "ime_matmul_check"), os.path.join(spine, "ime_matmul_check.cpp")
@@ -412,7 +495,7 @@ def ime_matmul_check(k: int, n: int, rows: tuple) -> dict:
                        env=_zig_env())
         with open(key_path, "w") as f:
             f.write(h.hexdigest())
-    argv, env = _under_qemu(program, (k, n, *rows), ime=True)
+    argv, env = _under_qemu(program, (weights, k, n, *rows), ime=True, a100=a100)
     proc = subprocess.run(argv, capture_output=True, text=True, env=env)
     log = proc.stdout + proc.stderr
     wrong = {int(m.group(1)): int(m.group(4)) for m in CHECKED.finditer(proc.stdout)}

@@ -16,6 +16,19 @@
  * The operands are fp16 as the core reads them with its MCPM.BF16 control bit clear: the bit selects bf16
  * instead, and user code has no documented way to set it (Spine emits the instruction for fp16 only). An
  * fp16 product is exact in fp32 (22 significant bits), so fusing the add would round the same.
+ * And the A100's two layout instructions the matrix kernels use around it (7.3, 7.4, 8.6.1: `smt.vpack.vv`
+ * and `smt.vupack.vv`, LMUL 1), which move chunks of pack_len bits (imm2: SEW, 128, 256, 512): vpack
+ * interleaves the chunks of vs1 and vs2 into the pair vd, vd+1,
+ *
+ *         vd:vd+1 = vs1[0], vs2[0], vs1[1], vs2[1], ...                    (chunk by chunk)
+ *
+ * and vupack undoes it, the even chunks of vs1 then those of vs2 into vd, the odd ones into vd+1:
+ *
+ *         vd   = vs1[0], vs1[2], ..., vs2[0], vs2[2], ...
+ *         vd+1 = vs1[1], vs1[3], ..., vs2[1], vs2[3], ...
+ *
+ * (the specification's pseudo-code counts these chunks partly in bits, partly in elements; this reading is
+ * the one SpacemiT's own IME2 kernels compute exact products with, bench/llama_cpp.py's ime2 check).
  * tests/driver/test_matrix_emulation.py checks it against the specification's own worked examples and its
  * pseudo-code.
  *
@@ -101,7 +114,10 @@ typedef struct {
     int a_signed, b_signed;
     int slide;
     int fp16;            /* smt.vfwmadot*: fp16 operands, fp32 sums */
+    int layout;          /* 1 smt.vpack.vv, 2 smt.vupack.vv (then `slide` holds imm2) */
 } madot_t;
+
+#define FUNCT7_VPACK 0x33      /* [31:26] = 011001, [25] = 1 */
 
 #define FUNCT7_VFWMADOT 0x4f   /* [31:25] = 1001111 */
 
@@ -122,7 +138,18 @@ static int decode_float(uint32_t insn, madot_t *d) {
  * 0 for anything else. */
 static int decode(uint32_t insn, madot_t *d) {
     if ((insn & 0x7f) != OPCODE_CUSTOM1) return 0;
+    d->layout = 0;
     if ((insn >> 25) == FUNCT7_VFWMADOT) return decode_float(insn, d);
+    if ((insn >> 25) == FUNCT7_VPACK) {
+        unsigned funct3 = (insn >> 12) & 7;
+        d->vd = (insn >> 7) & 31;
+        d->vs1 = (insn >> 15) & 31;
+        d->vs2 = (insn >> 20) & 31;
+        d->layout = funct3 & 4 ? 2 : 1;
+        d->slide = (int)(funct3 & 3);
+        d->fp16 = 0;
+        return 1;
+    }
     if (!(insn >> 31) || ((insn >> 29) & 3) != 3 || !((insn >> 25) & 1))
         return 0;
     unsigned group = (insn >> 26) & 7, funct3 = (insn >> 12) & 7;
@@ -202,6 +229,28 @@ static void float_multiply_accumulate(uint8_t *file, uint64_t vlenb, const madot
     }
 }
 
+/* vpack / vupack over the snapshot `file` (sources read from it, the pair written after), chunks of
+ * `chunk` bytes. */
+static void layout_transform(uint8_t *file, uint64_t vlenb, const madot_t *d, unsigned chunk) {
+    static __thread __attribute__((tls_model("initial-exec"))) uint8_t out[2 * MAX_VLENB];
+    const uint8_t *a = file + d->vs1 * vlenb, *b = file + d->vs2 * vlenb;
+    if (d->layout == 1) {
+        for (unsigned p = 0; p < vlenb / chunk; p++) {
+            memcpy(out + 2 * p * chunk, a + p * chunk, chunk);
+            memcpy(out + 2 * p * chunk + chunk, b + p * chunk, chunk);
+        }
+    } else {
+        unsigned half = (unsigned)vlenb / 2;
+        for (unsigned p = 0; p < vlenb / (2 * chunk); p++) {
+            memcpy(out + p * chunk, a + 2 * p * chunk, chunk);
+            memcpy(out + vlenb + p * chunk, a + 2 * p * chunk + chunk, chunk);
+            memcpy(out + half + p * chunk, b + 2 * p * chunk, chunk);
+            memcpy(out + vlenb + half + p * chunk, b + 2 * p * chunk + chunk, chunk);
+        }
+    }
+    memcpy(file + d->vd * vlenb, out, 2 * vlenb);
+}
+
 int spine_matrix_emulate(void *context) {
     ucontext_t *uc = context;
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.__gregs[REG_PC];
@@ -211,6 +260,17 @@ int spine_matrix_emulate(void *context) {
     memcpy(&insn, (const void *)pc, 4);
     if (!decode(insn, &d)) return 0;
     uint64_t vlenb = read_vlenb(), vtype = read_vtype();
+    if (d.layout) {
+        /* pack_len: SEW (vtype's vsew), 128, 256 or 512 bits, no more than VLEN (LMUL 1 only); the A100's */
+        unsigned sew_bytes = 1u << ((vtype >> 3) & 7), chunk = d.slide ? 8u << d.slide : sew_bytes;
+        if (vlenb != 128 || (vtype >> 63) || (vtype & 7) != 0 || (d.vd & 1) || chunk > vlenb) return 0;
+        store_registers(registers, 8 * vlenb);
+        layout_transform(registers, vlenb, &d, chunk);
+        load_registers(registers, 8 * vlenb);
+        uc->uc_mcontext.__gregs[REG_PC] = pc + 4;
+        atomic_fetch_add_explicit(&emulated, 1, memory_order_relaxed);
+        return 1;
+    }
     /* The illegal cases stay illegal: a shape other than A60's or A100's (the floating-point forms: A100's
      * only), LMUL other than 1 (or vill), an odd vd, a destination pair overlapping a source. */
     if ((vlenb != 32 && vlenb != 128) || (d.fp16 && vlenb != 128) || (vtype >> 63) || (vtype & 7) != 0 ||
@@ -287,6 +347,28 @@ static void float_multiply_accumulate(uint8_t *file, uint64_t vlenb, const madot
         }
         memcpy(c + 4 * p, &sum, 4);
     }
+}
+
+/* vpack / vupack over the snapshot `file` (sources read from it, the pair written after), chunks of
+ * `chunk` bytes. */
+static void layout_transform(uint8_t *file, uint64_t vlenb, const madot_t *d, unsigned chunk) {
+    static __thread __attribute__((tls_model("initial-exec"))) uint8_t out[2 * MAX_VLENB];
+    const uint8_t *a = file + d->vs1 * vlenb, *b = file + d->vs2 * vlenb;
+    if (d->layout == 1) {
+        for (unsigned p = 0; p < vlenb / chunk; p++) {
+            memcpy(out + 2 * p * chunk, a + p * chunk, chunk);
+            memcpy(out + 2 * p * chunk + chunk, b + p * chunk, chunk);
+        }
+    } else {
+        unsigned half = (unsigned)vlenb / 2;
+        for (unsigned p = 0; p < vlenb / (2 * chunk); p++) {
+            memcpy(out + p * chunk, a + 2 * p * chunk, chunk);
+            memcpy(out + vlenb + p * chunk, a + 2 * p * chunk + chunk, chunk);
+            memcpy(out + half + p * chunk, b + 2 * p * chunk, chunk);
+            memcpy(out + vlenb + half + p * chunk, b + 2 * p * chunk + chunk, chunk);
+        }
+    }
+    memcpy(file + d->vd * vlenb, out, 2 * vlenb);
 }
 
 int spine_matrix_emulate(void *context) {

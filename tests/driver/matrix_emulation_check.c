@@ -27,6 +27,14 @@
     "vsetvli t0, zero, e32, m2\n vse32.v v16, (%3)\n"                                                \
     :: "r"(a), "r"(a + vlenb), "r"(b), "r"(c) : "t0", "v0", "v1", "v2", "v16", "v17", "memory")
 
+/* The layout instructions under a vtype of SEW `sew` (LMUL 1), on A (vs1 = v0) and B (vs2 = v2). */
+#define RUN_LAYOUT(sew, line) __asm__ volatile(                                                       \
+    "vsetvli t0, zero, e8, m1\n vle8.v v0, (%0)\n vle8.v v1, (%1)\n vle8.v v2, (%2)\n"              \
+    "vsetvli t0, zero, e32, m2\n vle32.v v16, (%3)\n vsetvli t0, zero, " sew ", m1\n"                \
+    line                                                                                            \
+    "vsetvli t0, zero, e32, m2\n vse32.v v16, (%3)\n"                                                \
+    :: "r"(a), "r"(a + vlenb), "r"(b), "r"(c) : "t0", "v0", "v1", "v2", "v16", "v17", "memory")
+
 static int read_all(void *p, size_t n) {
     for (size_t got = 0; got < n;) {
         ssize_t r = read(0, (char *)p + got, n - got);
@@ -60,6 +68,10 @@ int main(void) {
     case 12: RUN_FLOAT(VFWMADOT(5)); break;
     case 13: RUN_FLOAT(VFWMADOT(6)); break;
     case 14: RUN_FLOAT(VFWMADOT(7)); break;
+    case 15: RUN_LAYOUT("e32", ".insn r 0x2b, 1, 0x33, v16, v0, v2\n"); break;   /* vpack.vv 128-bit chunks */
+    case 16: RUN_LAYOUT("e32", ".insn r 0x2b, 5, 0x33, v16, v0, v2\n"); break;   /* vupack.vv 128-bit chunks */
+    case 17: RUN_LAYOUT("e16", ".insn r 0x2b, 0, 0x33, v16, v0, v2\n"); break;   /* vpack.vv SEW chunks */
+    case 18: RUN_LAYOUT("e32", ".insn r 0x2b, 7, 0x33, v16, v0, v2\n"); break;   /* vupack.vv 512-bit chunks */
     default: return 2;
     }
     return fwrite(c, 1, 2 * vlenb, stdout) == 2 * vlenb ? 0 : 1;

@@ -159,3 +159,33 @@ def test_fp16_forms_need_the_a100(program):
     """K1's cores (VLEN 256) have no floating-point matrix instructions: the instruction stays illegal."""
     rc, _ = run(program, 11, bytes(64), bytes(32), np.zeros(16, np.float32))
     assert rc == -4
+
+
+# index -> (vpack or vupack, chunk bytes) of the layout instructions in matrix_emulation_check.c
+LAYOUT_INSTRUCTIONS = {15: ("pack", 16), 16: ("unpack", 16), 17: ("pack", 2), 18: ("unpack", 64)}
+
+
+def layout_reference(kind: str, a: bytes, b: bytes, chunk: int, vlenb: int = 128) -> bytes:
+    """vpack: vs1's and vs2's chunks in turn into the pair; vupack: the even chunks of vs1 then of vs2 into
+    vd, the odd ones into vd+1 (the reading SpacemiT's IME2 kernels compute exact products with)."""
+    a, b = a[:vlenb], b[:vlenb]
+    chunks = lambda x: [x[i:i + chunk] for i in range(0, len(x), chunk)]
+    if kind == "pack":
+        return b"".join(x + y for x, y in zip(chunks(a), chunks(b)))
+    return b"".join(chunks(a)[0::2] + chunks(b)[0::2] + chunks(a)[1::2] + chunks(b)[1::2])
+
+
+@pytest.mark.parametrize("which", sorted(LAYOUT_INSTRUCTIONS))
+def test_layout_instructions_on_random_registers(program, which):
+    rng = np.random.default_rng(which)
+    a, b = rng.integers(0, 256, 256, dtype=np.uint8).tobytes(), rng.integers(0, 256, 128, dtype=np.uint8).tobytes()
+    c = rng.integers(-2**31, 2**31, 64, dtype=np.int64).astype(np.int32)
+    rc, out = run(program, which, a, b, c, vlen=1024)
+    assert rc == 0
+    kind, chunk = LAYOUT_INSTRUCTIONS[which]
+    assert out.tobytes() == layout_reference(kind, a, b, chunk)
+
+
+def test_layout_instructions_need_the_a100(program):
+    rc, _ = run(program, 15, bytes(64), bytes(32), np.zeros(16, np.int32))
+    assert rc == -4

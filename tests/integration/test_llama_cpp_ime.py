@@ -1,6 +1,9 @@
 """SpacemiT's own llama.cpp kernels for K1's matrix unit (ggml-cpu/spacemit, IME1: smt.vmadot in inline
-assembly), unmodified, under QEMU, whose CPU lacks the instruction: the emulation (cpp/matrix_emulation.c)
-is linked in (bench/llama_cpp.py's riscv64-ime build) and carries out each vmadot when it traps.
+assembly) and for K3's A100 (IME2: smt.vmadot at VLEN 1024, with smt.vpack.vv / smt.vupack.vv around it),
+unmodified, under QEMU, whose CPU lacks the instructions: the emulation (cpp/matrix_emulation.c) is linked
+in (bench/llama_cpp.py's riscv64-ime build) and carries out each one when it traps. IME2 runs as the A100:
+SPACEMIT_CORE_ARCH=0xA064 on a VLEN 1024 guest, Q8_0 weights (ime2::gemm_kernel_i8i8, whose instructions
+are the ones emulated; its Q4 kernels also need the block-scaled fp16 forms, which are not).
 
 One MUL_MAT at each of SmolLM2-135M's weight shapes, through SpacemiT's buffer type, repack, activation
 quantization and kernels, on inputs that make every output an exact integer: all of them right, and one
@@ -40,3 +43,16 @@ def test_spacemit_matmul_is_exact_on_emulated_vmadot(ggml, k, n):
     check = llama_cpp.ime_matmul_check(k, n, llama_cpp.MATMUL_ROWS)
     assert check["wrong"] == {m: 0 for m in llama_cpp.MATMUL_ROWS}, check["log"][-2000:]
     assert check["emulated"] == vmadots(k, n, llama_cpp.MATMUL_ROWS)
+
+
+def ime2_instructions(k: int, n: int, rows) -> int:
+    """What ime2::gemm_kernel_i8i8 issues per 32 columns and block of 32 of K: four rows at a time 5 vupack,
+    8 vmadot (8x16x8) and 4 vpack; one row at a time 4, 8 and 3."""
+    return sum(m // 4 * 17 + m % 4 * 15 for m in rows) * (n // 32) * (k // 32)
+
+
+@pytest.mark.parametrize("k, n", llama_cpp.SMOLLM2_SHAPES)
+def test_spacemit_a100_matmul_is_exact_on_emulated_instructions(ggml, k, n):
+    check = llama_cpp.ime_matmul_check(k, n, llama_cpp.MATMUL_ROWS, weights="q8_0", a100=True)
+    assert check["wrong"] == {m: 0 for m in llama_cpp.MATMUL_ROWS}, check["log"][-2000:]
+    assert check["emulated"] == ime2_instructions(k, n, llama_cpp.MATMUL_ROWS)
