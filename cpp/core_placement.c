@@ -55,16 +55,29 @@ static char *read_cpuinfo(void) {
     return text;
 }
 
+/* SpacemiT's marchids (spine/spacemit_cores.py): K1's cores, and the A60 its matrix unit's cores stand for */
+#define MARCHID_X60 0x8000000058000001ull
+#define MARCHID_A60 0x8000000041000001ull
+
 int spine_place_for_marchid(uint64_t marchid, const char *cpuinfo, char *error, int size) {
     if (!marchid || !cpuinfo) return 0;   /* nothing to place, or nothing says which core is which */
     static int cpus[SPINE_MAX_PLACED_CPUS];
     int listed, found = spine_cores_with_marchid(cpuinfo, marchid, cpus, SPINE_MAX_PLACED_CPUS, &listed);
     if (!listed) return 0;
+    if (!found && marchid == MARCHID_A60) {
+        /* A K1 names all eight cores X60; only cluster 0, the first four, has the matrix unit (SpacemiT's own
+         * rule, ggml-cpu/spacemit/ime_env.cpp) */
+        int x60 = spine_cores_with_marchid(cpuinfo, MARCHID_X60, cpus, SPINE_MAX_PLACED_CPUS, &listed);
+        if (x60 == 8 && listed == 8) found = 4;
+    }
     if (!found) {
         snprintf(error, (size_t)size, "this kernel was built for the SpacemiT cores whose marchid is 0x%llx "
-                 "(spacemit-a100: VLEN 1024 and its matrix unit), and none of this machine's %d cores is one "
-                 "(/proc/cpuinfo); compile for the cores it has (SPINE_RISCV_CPU)",
-                 (unsigned long long)marchid, listed);
+                 "(%s), and none of this machine's %d cores is one (/proc/cpuinfo); compile for the cores it has "
+                 "(SPINE_RISCV_CPU%s)",
+                 (unsigned long long)marchid,
+                 marchid == MARCHID_A60 ? "K1's cluster 0, whose cores have its matrix unit"
+                                        : "spacemit-a100: VLEN 1024 and its matrix unit",
+                 listed, marchid == MARCHID_A60 ? ", or SPINE_MATRIX_UNIT=0" : "");
         return -1;
     }
     if (spine_grid_place(cpus, found)) {

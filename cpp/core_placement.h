@@ -1,7 +1,8 @@
 /* Kernels whose code runs on only one kind of core (K3's A100: VLEN 1024 and its matrix unit; its X100 cores
  * have VLEN 256 and no matrix unit) name that core's marchid in `spine_core_marchid` (spine/ir_names.py,
  * spine/spacemit_cores.py); loading one places the grid's threads on the machine's cores of that kind
- * (spine_grid_place). Which kind a core is, Linux says per processor in /proc/cpuinfo's "marchid" lines, as
+ * (spine_grid_place); so do kernels built for K1 whose products run on its matrix unit, which only cluster 0
+ * has (the A60's marchid stands for those cores). Which kind a core is, Linux says per processor in /proc/cpuinfo's "marchid" lines, as
  * SpacemiT's own llama.cpp port reads them (ggml-cpu/spacemit/ime_env.cpp). */
 #ifndef SPINE_CORE_PLACEMENT_H
 #define SPINE_CORE_PLACEMENT_H

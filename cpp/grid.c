@@ -108,6 +108,16 @@ int spine_grid_place(const int *cpus, int count) {
     return 0;
 }
 
+int spine_grid_placement(int *cpus, int max) {
+    int count = 0;
+    pthread_mutex_lock(&pool_lock);
+    if (atomic_load(&placement_count) > 0)
+        for (int cpu = 0; cpu < CPU_SETSIZE && count < max; cpu++)
+            if (CPU_ISSET(cpu, &placement)) cpus[count++] = cpu;
+    pthread_mutex_unlock(&pool_lock);
+    return count;
+}
+
 /* Moves the calling grid thread onto the placement's CPUs, once per placement. The set is read under the
  * generation it was published with: workers call this between launches, after the launch word (whose
  * release follows spine_grid_place's unlock) told them to run. */

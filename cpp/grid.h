@@ -65,4 +65,7 @@ int spine_num_cores(void);
  * or EINVAL for an empty or out-of-range list. */
 int spine_grid_place(const int *cpus, int count);
 
+/* The CPUs grid threads are placed on, into cpus[] (at most `max`); how many (0: not placed). */
+int spine_grid_placement(int *cpus, int max);
+
 #endif

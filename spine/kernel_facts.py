@@ -13,7 +13,7 @@ class KernelFacts:
     # arguments the kernel may store through, the extra memref views of arguments after the grid
     # arguments, the arguments read in place, whether loads and stores check bounds (debug), and a lower
     # bound on the bytes each program stores (streaming stores); whether it dereferences pointers made from
-    # integers (host addresses: only code in this process can).
+    # integers (host addresses: only code in this process can); the matrix units its products run on.
     arg_kinds: tuple = ()
     written_args: tuple = ()
     argument_views: tuple = ()
@@ -21,6 +21,8 @@ class KernelFacts:
     bounds_checked: bool = False
     stored_bytes_per_program: int = 0
     integer_addresses: bool = False
+    # the matrix-unit micro-kernels its products run on (spine/microkernels.py's names)
+    matrix_units: tuple = ()
     # The llir stage's: how LLVM built the kernel (a fallback may have replaced the requested CPU), and
     # the passes that gave up, with why.
     codegen: str = ""

@@ -59,11 +59,19 @@ def core_named(name: str) -> Core | None:
     return core
 
 
-def placed_marchid(name: str) -> int:
+def placed_marchid(name: str, matrix_units: tuple = ()) -> int:
     """The marchid of the cores a kernel compiled for the core `name` (a Target's `core`) must run on, 0
-    when it may run anywhere: the cores whose code no other core runs (K3's A100)."""
+    when it may run anywhere: the cores whose code no other core runs (K3's A100), and, for a kernel whose
+    products run on K1's matrix unit (`matrix_units` names "ime"), the cores that have one. Of K1's two
+    clusters only cluster 0 has it (its datasheet: "Cluster0: quad-core with 2.0 TOPS AI-power"), and Linux
+    calls all eight cores X60; SpacemiT's llama.cpp port (ime_env.cpp) takes the first four for A60s, whose
+    marchid is the one named here (cpp/core_placement.c applies the same rule)."""
     core = _BY_NAME.get(name)
-    return core.marchid if core is not None and core.own_cores_only else 0
+    if core is not None and core.own_cores_only:
+        return core.marchid
+    if "ime" in matrix_units and name in ("spacemit-x60", "spacemit-a60"):
+        return _BY_NAME["spacemit-a60"].marchid
+    return 0
 
 
 def core_of_arch_id(arch_id: int | str) -> Core:

@@ -55,7 +55,7 @@ def make_linalg(mod, metadata, options):
                                   argument_views=kernel.argument_views, direct_load_args=kernel.direct_load_args,
                                   bounds_checked=kernel.bounds_checked,
                                   stored_bytes_per_program=kernel.stored_bytes_per_program,
-                                  integer_addresses=kernel.integer_addresses)
+                                  integer_addresses=kernel.integer_addresses, matrix_units=kernel.matrix_units)
     metadata[METADATA_KEY] = facts.to_metadata()
     metadata["shared"] = kernel_shared_bytes(kernel.largest_tile_bytes, target_from_name(options.arch))
     dump_artifact(options.dump_path, metadata["name"], "linalg", kernel.text)
@@ -74,7 +74,7 @@ def make_llir(linalg_text: str, metadata, options):
     llvm_ir, lowering = _in_worker(kernel, "lower", linalg_text=linalg_text, choices=choices,
                                    dump_dir=options.dump_passes, kernel=kernel)
     entry = entry_module_ir(kernel, facts.arg_kinds, facts.argument_views, options.triple, streaming,
-                            placed_marchid(options.core))
+                            placed_marchid(options.core, facts.matrix_units))
     optimized, config = codegen_with_fallbacks(kernel, llvm_ir, entry, options,
                                                bf16=lowering.ran("bf16-as-integers"))
     # The cached kernel says how it was really built (a fallback may have replaced the requested CPU).

@@ -148,6 +148,7 @@ def _matrix_product(conv, op, a, b, c_in, result_type, kernel, zero_from) -> ir.
     tiles, where the emitter takes them)."""
     (a, a_op), (b, b_op), (c_in, c_in_op) = a, b, c_in
     unit, sum_type = MATRIX_UNITS[kernel.name], SUM_TYPES[a_op.element]
+    conv.matrix_units.add(kernel.name)   # where the kernel may run can depend on it (spacemit_cores.py)
     define = unit.define
 
     def factor(x, x_op):

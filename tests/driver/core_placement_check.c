@@ -31,7 +31,10 @@ int main(int argc, char **argv) {
         printf("error: %s\n", error);
         return 0;
     }
-    printf("placed\n");
+    int placed[CPU_SETSIZE], count = spine_grid_placement(placed, CPU_SETSIZE);
+    printf("placed");
+    for (int i = 0; i < count; i++) printf("%s%d", i ? "," : " ", placed[i]);
+    printf("\n");
     if (spine_run_grid(program, NULL, PROGRAMS, 1, 1, argc > 2 ? atoi(argv[2]) : 0)) return 1;
     int seen[CPU_SETSIZE] = {0};
     for (int i = 0; i < PROGRAMS; i++)

@@ -1,8 +1,9 @@
-"""Kernels built for K3's A100 cores run their grid there (cpp/core_placement.c): /proc/cpuinfo's marchid
-lines as Linux prints them on a K3, its X100 and A100 cores, and on a K1; the grid's threads then run on
-the placed CPUs only (checked with sched_getcpu in every program, natively and under QEMU), a machine with
-none of those cores is a clear error, and a machine that names no core's marchid (QEMU user mode) runs the
-kernel where it is. Compiled for the A100, a kernel names the marchid; compiled for anything else, none."""
+"""Kernels built for K3's A100 cores run their grid there, and K1 kernels whose products run on its matrix
+unit on its cluster 0 (cpp/core_placement.c): /proc/cpuinfo's marchid lines as Linux prints them on a K3,
+its X100 and A100 cores, and on a K1 (all eight X60); the grid's threads then run on the placed CPUs only
+(checked with sched_getcpu in every program, natively and under QEMU), a machine with none of those cores
+is a clear error, and a machine that names no core's marchid (QEMU user mode) runs the kernel where it is.
+Which kernels name a marchid: those for the A100, and those for the X60 that use its matrix unit."""
 from __future__ import annotations
 
 import os
@@ -18,7 +19,8 @@ from spine.spacemit_cores import core_named, placed_marchid
 from spine.zig import zig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-A100, X100, X60 = (hex(core_named(name).marchid) for name in ("spacemit-a100", "spacemit-x100", "spacemit-x60"))
+A100, X100, X60, A60 = (hex(core_named(name).marchid)
+                        for name in ("spacemit-a100", "spacemit-x100", "spacemit-x60", "spacemit-a60"))
 
 
 def _cpuinfo(marchids: list) -> str:
@@ -54,19 +56,33 @@ def test_the_grid_runs_on_the_a100_cores_only(check):
     """This machine's last CPU plays the A100 (its marchid), the others X100s: every program runs there."""
     last = os.cpu_count() - 1
     lines = run(check, A100, _cpuinfo([X100] * last + [A100]))
-    assert lines[0] == "placed" and lines[1:] == [str(last)]
+    assert lines[0] == f"placed {last}" and lines[1:] == [str(last)]
+
+
+def test_k3_places_on_its_eight_a100_cores(check):
+    """K3: cores 0-7 X100, 8-15 A100."""
+    lines = run(check, A100, _cpuinfo([X100] * 8 + [A100] * 8), threads=1)
+    assert lines[0] == "placed 8,9,10,11,12,13,14,15"
+
+
+def test_k1_matrix_unit_kernels_go_to_cluster_0(check):
+    """A K1 names all eight cores X60; its matrix unit is cluster 0's, the first four (SpacemiT's rule)."""
+    lines = run(check, A60, _cpuinfo([X60] * 8), threads=1)
+    assert lines[0] == "placed 0,1,2,3"
 
 
 def test_no_a100_core_is_a_clear_error(check):
     lines = run(check, A100, _cpuinfo([X60] * 8))
     assert len(lines) == 1 and lines[0].startswith("error: ") and "spacemit-a100" in lines[0] \
         and "none of this machine's 8 cores" in lines[0]
+    lines = run(check, A60, _cpuinfo([X100] * 8 + [A100] * 8))   # a K1 matrix-unit kernel on a K3
+    assert len(lines) == 1 and "K1's cluster 0" in lines[0] and "SPINE_MATRIX_UNIT=0" in lines[0]
 
 
 def test_no_marchid_lines_run_anywhere(check):
     """QEMU user mode's /proc/cpuinfo names no core: the guest CPU is the one the kernel was built for."""
     lines = run(check, A100, "processor\t: 0\nhart\t\t: 0\nisa\t\t: rv64imafdcv\n\n")
-    assert lines[0] == "placed" and len(lines) >= 2
+    assert lines[0] == "placed" and len(lines) >= 2   # not placed: no CPUs listed
 
 
 def test_a_kernel_naming_no_core_is_not_placed(check):
@@ -74,6 +90,8 @@ def test_a_kernel_naming_no_core_is_not_placed(check):
     assert lines[0] == "placed"
 
 
-def test_only_the_a100_names_its_cores():
-    assert placed_marchid("spacemit-a100") == 0x8000000041000002
+def test_which_kernels_name_their_cores():
+    assert placed_marchid("spacemit-a100") == placed_marchid("spacemit-a100", ("a100",)) == 0x8000000041000002
+    assert placed_marchid("spacemit-x60", ("ime",)) == placed_marchid("spacemit-a60", ("ime",)) == 0x8000000041000001
     assert not any(placed_marchid(name) for name in ("spacemit-x60", "spacemit-x100", "spacemit-a60", "", "rv64"))
+    assert not placed_marchid("generic-rv64", ("ime",)) and not placed_marchid("", ("amx",))

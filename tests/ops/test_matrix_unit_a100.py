@@ -163,12 +163,25 @@ def _exports(binary: bytes, symbol: str) -> bool:
     return any(s.name == symbol for s in ELFFile(io.BytesIO(binary)).get_section_by_name(".dynsym").iter_symbols())
 
 
-def test_other_code_names_no_core(monkeypatch):
-    monkeypatch.setenv("SPINE_RISCV_CPU", "spacemit-x60")
+@pytest.mark.parametrize("cpu,marchid", [("spacemit-x60", 0x8000000041000001), ("generic-rv64", None)])
+def test_k1_matrix_unit_code_names_cluster_0(monkeypatch, cpu, marchid):
+    """An int8 product on K1's matrix unit runs on its cluster 0 only, which the A60's marchid stands for
+    (spacemit_cores.placed_marchid); the same kernel without a matrix unit names no core."""
+    import io
+    from elftools.elf.elffile import ELFFile
+    monkeypatch.setenv("SPINE_RISCV_CPU", cpu)
     triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
     a, b = torch.randint(-128, 128, (8, 16), dtype=torch.int8), torch.randint(-128, 128, (16, 8), dtype=torch.int8)
     kernel = _launch(a, b, torch.empty(8, 8, dtype=torch.int32), (16, 16, 16))
-    assert not _exports(_binary(kernel), "spine_core_marchid")
+    elf = ELFFile(io.BytesIO(_binary(kernel)))
+    symbol = next((s for s in elf.get_section_by_name(".dynsym").iter_symbols() if s.name == "spine_core_marchid"),
+                  None)
+    if marchid is None:
+        assert symbol is None
+    else:
+        section = elf.get_section(symbol["st_shndx"])
+        at = symbol["st_value"] - section["sh_addr"]
+        assert int.from_bytes(section.data()[at:at + 8], "little") == marchid
 
 
 def test_a100_code_runs_on_a_vlen_1024_guest(a100):
