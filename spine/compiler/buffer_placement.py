@@ -1,6 +1,6 @@
 """Where bufferization's buffers live and how copies between them are made, before the loops are formed:
 
-- small-tiles-on-stack: a small static allocation at a function's top level becomes an alloca;
+- small-tiles-on-stack: a small static allocation outside every loop becomes an alloca;
 - copies-to-linalg: memref.copy becomes linalg.copy (a loop, not a call into MLIR's runner library)."""
 from __future__ import annotations
 
@@ -8,29 +8,60 @@ from ..ir_walk import collect_ops
 from ..targets import STACK_TILE_BYTES
 
 
-def small_tiles_on_stack(module) -> None:
-    """Static allocations of at most STACK_TILE_BYTES in a function's top-level block become allocas: no
-    malloc per program instance.
+# The most stack the promoted buffers of one function may take together: kernels run on the launching
+# thread too (the Python thread, natively), whose stack is the process's 8 MiB, not a worker's 64.
+STACK_FRAME_BYTES = 1 << 20
+_LOOPS = ("scf.for", "scf.while", "scf.parallel", "scf.forall", "affine.for", "affine.parallel")
 
-        %t = memref.alloc() {alignment = 64} : memref<1024xf32>     (in the function's entry block)
+
+def small_tiles_on_stack(module) -> None:
+    """Static allocations of at most STACK_TILE_BYTES outside every loop become allocas at the start of
+    their function: no malloc per program instance. An allocation inside a branch (scf.if, as a masked load
+    inside `if` or behind a lock gives one) moves to the function's entry block, where it is a fixed stack
+    slot; the buffer then lives until the function returns, which outlives every use.
+
+        %t = memref.alloc() {alignment = 64} : memref<1024xf32>     (in the function's body or a branch)
       becomes
-        %t = memref.alloca() {alignment = 64} : memref<1024xf32>
- Upstream's promote-buffers-to-stack would also promote allocations inside
-    loops, where every iteration would grow the stack; hoisting already moved the hoistable ones out."""
+        %t = memref.alloca() {alignment = 64} : memref<1024xf32>    (first in the function's entry block)
+
+    Allocations inside loops stay: as allocas every iteration would grow the stack (upstream's
+    promote-buffers-to-stack would do that; hoisting already moved the hoistable ones out). A function's
+    promoted buffers stay within STACK_FRAME_BYTES together; the rest stay on the heap."""
     from mlir import ir
     from mlir.dialects import memref
 
-    def small_top_level_alloc(op) -> bool:
-        if op.name != "memref.alloc" or op.parent.name != "func.func":
-            return False
+    def static_bytes(op) -> int | None:
         ty = ir.MemRefType(op.results[0].type)
-        width = getattr(ty.element_type, "width", 64)
+        if not ty.has_static_shape:
+            return None
         count = 1
-        for n in (ty.shape if ty.has_static_shape else [1 << 62]):
+        for n in ty.shape:
             count *= n
-        return count * width <= STACK_TILE_BYTES * 8
-    for op in collect_ops(module, small_top_level_alloc):
-        with ir.InsertionPoint(op), op.location:
+        return count * getattr(ty.element_type, "width", 64) // 8
+
+    def function_outside_loops(op):
+        parent = op.parent
+        while parent is not None and parent.name != "func.func":
+            if parent.name in _LOOPS:
+                return None
+            parent = parent.parent
+        return parent
+
+    def candidate(op) -> bool:
+        if op.name != "memref.alloc":
+            return False
+        size = static_bytes(op)
+        return size is not None and size <= STACK_TILE_BYTES and function_outside_loops(op) is not None
+    budget = {}
+    for op in collect_ops(module, candidate):
+        fn = function_outside_loops(op)
+        key = fn.attributes["sym_name"].value if "sym_name" in fn.attributes else id(fn)
+        size = static_bytes(op)
+        if budget.get(key, 0) + size > STACK_FRAME_BYTES:
+            continue
+        budget[key] = budget.get(key, 0) + size
+        entry = fn.regions[0].blocks[0]
+        with ir.InsertionPoint.at_block_begin(entry), op.location:
             alloca = memref.AllocaOp(op.results[0].type, [], [], alignment=op.attributes["alignment"]
                                      if "alignment" in op.attributes else None)
         op.results[0].replace_all_uses_with(alloca.result)

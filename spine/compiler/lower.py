@@ -229,7 +229,7 @@ LLIR_PIPELINE = (
     Pass("smt-parallel-loops", "smt.parallel loops become scf.parallel (parallel_loops.py)",
          _on_module(parallel_loops.to_parallel)),
     Pass("hoist-buffers", "buffers allocated in loops move out of them", upstream(HOIST)),
-    Pass("small-tiles-on-stack", "small top-level allocations become allocas (buffer_placement.py)",
+    Pass("small-tiles-on-stack", "small allocations outside loops become allocas at their function's entry (buffer_placement.py)",
          _on_module(small_tiles_on_stack)),
     Pass("deallocate", "deallocation of the remaining heap buffers", upstream(DEALLOCATE)),
     Pass("expand-compare-and-swap", "atomic compare-and-swap calls become generic atomic RMWs "

@@ -45,7 +45,7 @@ def test_function_attributes_follow_the_target_and_debug():
 
 
 SMALL_AND_LARGE_TILES = """
-func.func @k(%n: index) {
+func.func @k(%n: index, %p: i1) {
   %small = memref.alloc() {alignment = 64 : i64} : memref<1024xf32>
   %large = memref.alloc() {alignment = 64 : i64} : memref<1048576xf32>
   %c0 = arith.constant 0 : index
@@ -53,6 +53,14 @@ func.func @k(%n: index) {
   scf.for %i = %c0 to %n step %c1 {
     %inner = memref.alloc() : memref<16xf32>
     "test.use"(%inner) : (memref<16xf32>) -> ()
+    scf.if %p {
+      %in_loop_branch = memref.alloc() : memref<32xf32>
+      "test.use"(%in_loop_branch) : (memref<32xf32>) -> ()
+    }
+  }
+  scf.if %p {
+    %branch = memref.alloc() : memref<2048xf16>
+    "test.use"(%branch) : (memref<2048xf16>) -> ()
   }
   "test.use"(%small, %large) : (memref<1024xf32>, memref<1048576xf32>) -> ()
   return
@@ -60,7 +68,7 @@ func.func @k(%n: index) {
 """
 
 
-def test_small_top_level_tiles_go_on_the_stack_and_nothing_else_does():
+def test_small_tiles_outside_loops_go_on_the_stack_and_nothing_else_does():
     from mlir import ir
     with ir.Context() as ctx, ir.Location.unknown():
         ctx.allow_unregistered_dialects = True
@@ -68,10 +76,17 @@ def test_small_top_level_tiles_go_on_the_stack_and_nothing_else_does():
         find(LLIR_PIPELINE, "small-tiles-on-stack").rewrite(module, RISCV)
         text = str(module)
     filecheck(text, """
-CHECK: memref.alloca() {alignment = 64 : i64} : memref<1024xf32>
-CHECK: memref.alloc() {alignment = 64 : i64} : memref<1048576xf32>
+CHECK: func.func @k
+CHECK-NEXT: memref.alloca() : memref<2048xf16>
+CHECK-NEXT: memref.alloca() {alignment = 64 : i64} : memref<1024xf32>
+CHECK-NEXT: memref.alloc() {alignment = 64 : i64} : memref<1048576xf32>
 CHECK: scf.for
 CHECK-NEXT: memref.alloc() : memref<16xf32>
+CHECK: scf.if
+CHECK-NEXT: memref.alloc() : memref<32xf32>
+CHECK: scf.if
+CHECK-NOT: memref.alloc
+CHECK: "test.use"
 """)
 
 
