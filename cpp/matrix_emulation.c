@@ -114,7 +114,8 @@ typedef struct {
     int a_signed, b_signed;
     int slide;
     int fp16;            /* smt.vfwmadot*: fp16 operands, fp32 sums */
-    int layout;          /* 1 smt.vpack.vv, 2 smt.vupack.vv (then `slide` holds imm2) */
+    int layout;          /* 1 smt.vpack.vv, 2 smt.vupack.vv */
+    unsigned imm2;       /* the layout instructions' chunk size: SEW, 128, 256 or 512 bits */
 } madot_t;
 
 #define FUNCT7_VPACK 0x33      /* [31:26] = 011001, [25] = 1 */
@@ -146,8 +147,8 @@ static int decode(uint32_t insn, madot_t *d) {
         d->vs1 = (insn >> 15) & 31;
         d->vs2 = (insn >> 20) & 31;
         d->layout = funct3 & 4 ? 2 : 1;
-        d->slide = (int)(funct3 & 3);
-        d->fp16 = 0;
+        d->imm2 = funct3 & 3;
+        d->slide = d->fp16 = 0;
         return 1;
     }
     if (!(insn >> 31) || ((insn >> 29) & 3) != 3 || !((insn >> 25) & 1))
@@ -251,6 +252,23 @@ static void layout_transform(uint8_t *file, uint64_t vlenb, const madot_t *d, un
     memcpy(file + d->vd * vlenb, out, 2 * vlenb);
 }
 
+/* The layout instructions' pack_len in bytes: SEW (vtype's vsew) for imm2 0, else 128, 256 or 512 bits. */
+static unsigned chunk_bytes(const madot_t *d, uint64_t vtype) {
+    return d->imm2 ? 8u << d->imm2 : 1u << ((vtype >> 3) & 7);
+}
+
+/* The illegal cases stay illegal: a shape other than A60's or A100's (the floating-point and layout forms:
+ * A100's only), LMUL other than 1 (or vill), an odd vd; for the matrix products a destination pair
+ * overlapping a source, for the layout instructions a pack_len past VLEN. */
+static int legal(const madot_t *d, uint64_t vlenb, uint64_t vtype) {
+    if ((vlenb != 32 && vlenb != 128) || ((d->fp16 || d->layout) && vlenb != 128) || (vtype >> 63) ||
+        (vtype & 7) != 0 || (d->vd & 1))
+        return 0;
+    if (d->layout) return chunk_bytes(d, vtype) <= vlenb;
+    return !(overlaps(d->vd, 2, d->vs1) || overlaps(d->vd, 2, d->vs2) ||
+             (d->slide && overlaps(d->vd, 2, d->vs1 + 1)));
+}
+
 int spine_matrix_emulate(void *context) {
     ucontext_t *uc = context;
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.__gregs[REG_PC];
@@ -260,25 +278,11 @@ int spine_matrix_emulate(void *context) {
     memcpy(&insn, (const void *)pc, 4);
     if (!decode(insn, &d)) return 0;
     uint64_t vlenb = read_vlenb(), vtype = read_vtype();
-    if (d.layout) {
-        /* pack_len: SEW (vtype's vsew), 128, 256 or 512 bits, no more than VLEN (LMUL 1 only); the A100's */
-        unsigned sew_bytes = 1u << ((vtype >> 3) & 7), chunk = d.slide ? 8u << d.slide : sew_bytes;
-        if (vlenb != 128 || (vtype >> 63) || (vtype & 7) != 0 || (d.vd & 1) || chunk > vlenb) return 0;
-        store_registers(registers, 8 * vlenb);
-        layout_transform(registers, vlenb, &d, chunk);
-        load_registers(registers, 8 * vlenb);
-        uc->uc_mcontext.__gregs[REG_PC] = pc + 4;
-        atomic_fetch_add_explicit(&emulated, 1, memory_order_relaxed);
-        return 1;
-    }
-    /* The illegal cases stay illegal: a shape other than A60's or A100's (the floating-point forms: A100's
-     * only), LMUL other than 1 (or vill), an odd vd, a destination pair overlapping a source. */
-    if ((vlenb != 32 && vlenb != 128) || (d.fp16 && vlenb != 128) || (vtype >> 63) || (vtype & 7) != 0 ||
-        (d.vd & 1) || overlaps(d.vd, 2, d.vs1) || overlaps(d.vd, 2, d.vs2) ||
-        (d.slide && overlaps(d.vd, 2, d.vs1 + 1)))
-        return 0;
+    if (!legal(&d, vlenb, vtype)) return 0;
     store_registers(registers, 8 * vlenb);
-    if (d.fp16)
+    if (d.layout)
+        layout_transform(registers, vlenb, &d, chunk_bytes(&d, vtype));
+    else if (d.fp16)
         float_multiply_accumulate(registers, vlenb, &d);
     else
         multiply_accumulate(registers, vlenb, &d);
@@ -310,66 +314,6 @@ void spine_matrix_emulation_install(void) {
 
 #else
 int spine_matrix_emulation_enable(void) { return 0; }
-
-/* IEEE binary16 to binary32, exactly (subnormals, infinities and NaNs included), without Zfh: the handler
- * must run on any RV64GC guest. */
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exponent = (h >> 10) & 0x1f, fraction = h & 0x3ff, bits;
-    if (exponent == 0x1f) {
-        bits = sign | 0x7f800000u | fraction << 13;
-    } else if (exponent) {
-        bits = sign | (exponent + 112) << 23 | fraction << 13;
-    } else if (fraction) {                 /* subnormal: normalise */
-        int shift = 0;
-        while (!(fraction & 0x400)) { fraction <<= 1; shift++; }
-        bits = sign | (uint32_t)(113 - shift) << 23 | (fraction & 0x3ff) << 13;
-    } else {
-        bits = sign;
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static void float_multiply_accumulate(uint8_t *file, uint64_t vlenb, const madot_t *d) {
-    const unsigned tile = 8, k = 8;
-    const uint8_t *a = file + d->vs1 * vlenb, *b = file + d->vs2 * vlenb;
-    uint8_t *c = file + d->vd * vlenb;
-    for (unsigned p = 0; p < tile * tile; p++) {
-        unsigned i = (p / tile) * k + (unsigned)d->slide * k, j = (p % tile) * k;
-        float sum;
-        memcpy(&sum, c + 4 * p, 4);
-        for (unsigned q = 0; q < k; q++) {
-            uint16_t x, y;
-            memcpy(&x, a + 2 * (i + q), 2);
-            memcpy(&y, b + 2 * (j + q), 2);
-            sum = sum + half_to_float(x) * half_to_float(y);
-        }
-        memcpy(c + 4 * p, &sum, 4);
-    }
-}
-
-/* vpack / vupack over the snapshot `file` (sources read from it, the pair written after), chunks of
- * `chunk` bytes. */
-static void layout_transform(uint8_t *file, uint64_t vlenb, const madot_t *d, unsigned chunk) {
-    static __thread __attribute__((tls_model("initial-exec"))) uint8_t out[2 * MAX_VLENB];
-    const uint8_t *a = file + d->vs1 * vlenb, *b = file + d->vs2 * vlenb;
-    if (d->layout == 1) {
-        for (unsigned p = 0; p < vlenb / chunk; p++) {
-            memcpy(out + 2 * p * chunk, a + p * chunk, chunk);
-            memcpy(out + 2 * p * chunk + chunk, b + p * chunk, chunk);
-        }
-    } else {
-        unsigned half = (unsigned)vlenb / 2;
-        for (unsigned p = 0; p < vlenb / (2 * chunk); p++) {
-            memcpy(out + p * chunk, a + 2 * p * chunk, chunk);
-            memcpy(out + vlenb + p * chunk, a + 2 * p * chunk + chunk, chunk);
-            memcpy(out + half + p * chunk, b + 2 * p * chunk, chunk);
-            memcpy(out + vlenb + half + p * chunk, b + 2 * p * chunk + chunk, chunk);
-        }
-    }
-    memcpy(file + d->vd * vlenb, out, 2 * vlenb);
-}
 
 int spine_matrix_emulate(void *context) {
     (void)context;
