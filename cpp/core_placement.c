@@ -61,7 +61,7 @@ static char *read_cpuinfo(void) {
 
 int spine_place_for_marchid(uint64_t marchid, const char *cpuinfo, char *error, int size) {
     if (!marchid || !cpuinfo) return 0;   /* nothing to place, or nothing says which core is which */
-    static int cpus[SPINE_MAX_PLACED_CPUS];
+    int cpus[SPINE_MAX_PLACED_CPUS];   /* a local: in-process loads may run on several threads at once */
     int listed, found = spine_cores_with_marchid(cpuinfo, marchid, cpus, SPINE_MAX_PLACED_CPUS, &listed);
     if (!listed) return 0;
     if (!found && marchid == MARCHID_A60) {
