@@ -17,21 +17,27 @@ from spine.driver import CPUDriver
 from tests.smt.test_dot import accumulate_kernel, run_dot
 
 
+def on_core(monkeypatch, cpu: str) -> None:
+    """Kernels from here on compile for riscv64 on `cpu` (a SpacemiT core) and run under QEMU."""
+    monkeypatch.setenv("SPINE_TARGET", "riscv64")
+    monkeypatch.setenv("SPINE_RISCV_CPU", cpu)
+    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+
+
 @pytest.fixture
 def x60(monkeypatch):
-    monkeypatch.setenv("SPINE_TARGET", "riscv64")
-    monkeypatch.setenv("SPINE_RISCV_CPU", "spacemit-x60")
-    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    on_core(monkeypatch, "spacemit-x60")
 
 
 @triton.jit
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """The tutorial's matmul, int8 to int32: the accumulator carried over k is updated in place."""
+                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, ACC: tl.constexpr = tl.int32):
+    """The tutorial's matmul, int8 to int32 (or with an ACC accumulator: fp16 to fp32): the accumulator
+    carried over k is updated in place."""
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.int32)
+    acc = tl.zeros((BM, BN), dtype=ACC)
     for k in range(0, K, BK):
         a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :] * sak,
                     mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0)

@@ -13,9 +13,9 @@ import torch
 import triton
 import triton.language as tl
 
-from spine.driver import CPUDriver
 from spine.driver.cpu_driver import _executor_for, vector_bits_of_binary
 from spine.targets import min_vector_bits, riscv64_target
+from tests.ops.test_matrix_unit import matmul_kernel, on_core
 from tests.smt.test_dot import accumulate_kernel, run_dot
 
 VFWMADOT = ".insn r 43, 4, 79"   # how the assembly prints smt.vfwmadot's encoding (0x2b, 100, 1001111)
@@ -23,26 +23,7 @@ VFWMADOT = ".insn r 43, 4, 79"   # how the assembly prints smt.vfwmadot's encodi
 
 @pytest.fixture
 def a100(monkeypatch):
-    monkeypatch.setenv("SPINE_TARGET", "riscv64")
-    monkeypatch.setenv("SPINE_RISCV_CPU", "spacemit-a100")
-    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
-
-
-@triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, ACC: tl.constexpr):
-    """The tutorial's matmul: the accumulator (int32 or fp32) carried over k is updated in place."""
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=ACC)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :] * sak,
-                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0)
-        b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :] * sbn,
-                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0)
-        acc += tl.dot(a, b)
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+    on_core(monkeypatch, "spacemit-a100")
 
 
 def _launch(a, b, c, block):
@@ -157,31 +138,27 @@ def _binary(kernel) -> bytes:
     return binary
 
 
-def _exports(binary: bytes, symbol: str) -> bool:
+def _exported_u64(binary: bytes, symbol: str) -> int | None:
+    """The 64-bit value of a data symbol the shared object exports, None if it exports no such symbol."""
     import io
     from elftools.elf.elffile import ELFFile
-    return any(s.name == symbol for s in ELFFile(io.BytesIO(binary)).get_section_by_name(".dynsym").iter_symbols())
+    elf = ELFFile(io.BytesIO(binary))
+    found = next((s for s in elf.get_section_by_name(".dynsym").iter_symbols() if s.name == symbol), None)
+    if found is None:
+        return None
+    section = elf.get_section(found["st_shndx"])
+    at = found["st_value"] - section["sh_addr"]
+    return int.from_bytes(section.data()[at:at + 8], "little")
 
 
 @pytest.mark.parametrize("cpu,marchid", [("spacemit-x60", 0x8000000041000001), ("generic-rv64", None)])
 def test_k1_matrix_unit_code_names_cluster_0(monkeypatch, cpu, marchid):
     """An int8 product on K1's matrix unit runs on its cluster 0 only, which the A60's marchid stands for
     (spacemit_cores.placed_marchid); the same kernel without a matrix unit names no core."""
-    import io
-    from elftools.elf.elffile import ELFFile
-    monkeypatch.setenv("SPINE_RISCV_CPU", cpu)
-    triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
+    on_core(monkeypatch, cpu)
     a, b = torch.randint(-128, 128, (8, 16), dtype=torch.int8), torch.randint(-128, 128, (16, 8), dtype=torch.int8)
     kernel = _launch(a, b, torch.empty(8, 8, dtype=torch.int32), (16, 16, 16))
-    elf = ELFFile(io.BytesIO(_binary(kernel)))
-    symbol = next((s for s in elf.get_section_by_name(".dynsym").iter_symbols() if s.name == "spine_core_marchid"),
-                  None)
-    if marchid is None:
-        assert symbol is None
-    else:
-        section = elf.get_section(symbol["st_shndx"])
-        at = symbol["st_value"] - section["sh_addr"]
-        assert int.from_bytes(section.data()[at:at + 8], "little") == marchid
+    assert _exported_u64(_binary(kernel), "spine_core_marchid") == marchid
 
 
 def test_a100_code_runs_on_a_vlen_1024_guest(a100):
@@ -194,7 +171,8 @@ def test_a100_code_runs_on_a_vlen_1024_guest(a100):
     kernel = _launch(a, b, c, (16, 16, 16))
     torch.testing.assert_close(c, a.int() @ b.int(), rtol=0, atol=0)
     assert vector_bits_of_binary(_binary(kernel)) == 1024
-    assert _exports(_binary(kernel), "spine_core_marchid")   # where its grid runs (cpp/core_placement.c)
+    # where its grid runs (cpp/core_placement.c)
+    assert _exported_u64(_binary(kernel), "spine_core_marchid") == 0x8000000041000002
     assert "vlen=1024" in _executor_for(target).server.cpu
     other = _executor_for(riscv64_target("generic-rv64"))
     assert other is not _executor_for(target) and other.vector_bits == 0
