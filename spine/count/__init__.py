@@ -13,11 +13,11 @@ run to run; VLEN changes them for vector code (`-cpu ...,vlen=128`), which is th
 core: the same vector-length-agnostic binary does less work per instruction on a wider machine."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Optional
 
 from .. import switches
+from ..driver.qemu import vlen_of
 from .cycles import CycleEstimate, estimate
 from .rvv import KernelImage
 from .trace import Trace, traced_launch
@@ -49,12 +49,6 @@ def count_launch(launch, qemu_cpu: str | None = None) -> LaunchCount:
     # the guest's VLEN: QEMU's, raised to what the kernel was built for (K3 A100's 1024), as the executor does
     vlen = max(vlen_of(qemu_cpu or switches.QEMU_CPU.get()), vector_bits_of_binary(binary))
     return launch_count(trace, KernelImage.of(binary), vlen)
-
-
-def vlen_of(qemu_cpu: str) -> int:
-    """VLEN in bits as a QEMU -cpu string sets it (QEMU's default: 128)."""
-    found = re.search(r"(?:^|,)vlen=(\d+)", qemu_cpu)
-    return int(found.group(1)) if found else 128
 
 
 def launch_count(trace: Trace, image: KernelImage, vlen: int = 256) -> LaunchCount:

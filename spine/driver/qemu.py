@@ -73,20 +73,28 @@ def trace_arguments() -> list[str]:
     return [one_insn, "-d", "exec,nochain", "-D", path]
 
 
-def configured_vector_bits() -> int:
-    """The VLEN SPINE_QEMU_CPU gives the guest (QEMU's own default, 128, where it names none)."""
-    found = re.search(r"(^|,)vlen=(\d+)", switches.QEMU_CPU.get())
+_VLEN = re.compile(r"(^|,)vlen=(\d+)")
+
+
+def vlen_of(cpu: str) -> int:
+    """VLEN in bits as a QEMU -cpu string sets it (QEMU's default: 128)."""
+    found = _VLEN.search(cpu)
     return int(found.group(2)) if found else 128
+
+
+def configured_vector_bits() -> int:
+    """The VLEN SPINE_QEMU_CPU gives the guest."""
+    return vlen_of(switches.QEMU_CPU.get())
 
 
 def qemu_cpu(vector_bits: int = 0) -> str:
     """QEMU's `-cpu` (SPINE_QEMU_CPU) with its VLEN raised to `vector_bits` where that is more."""
     cpu = switches.QEMU_CPU.get()
-    found = re.search(r"(^|,)vlen=(\d+)", cpu)
-    if vector_bits and (found is None or int(found.group(2)) < vector_bits):
-        cpu = (cpu[:found.start()] + f"{found.group(1)}vlen={vector_bits}" + cpu[found.end():] if found
-               else f"{cpu},vlen={vector_bits}")
-    return cpu
+    if vector_bits <= vlen_of(cpu):
+        return cpu
+    found = _VLEN.search(cpu)
+    return (cpu[:found.start()] + f"{found.group(1)}vlen={vector_bits}" + cpu[found.end():] if found
+            else f"{cpu},vlen={vector_bits}")
 
 
 class QemuServer:
