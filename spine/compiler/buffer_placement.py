@@ -47,19 +47,15 @@ def small_tiles_on_stack(module) -> None:
             parent = parent.parent
         return parent
 
-    def candidate(op) -> bool:
-        if op.name != "memref.alloc":
-            return False
-        size = static_bytes(op)
-        return size is not None and size <= STACK_TILE_BYTES and function_outside_loops(op) is not None
     budget = {}
-    for op in collect_ops(module, candidate):
-        fn = function_outside_loops(op)
-        key = fn.attributes["sym_name"].value if "sym_name" in fn.attributes else id(fn)
-        size = static_bytes(op)
-        if budget.get(key, 0) + size > STACK_FRAME_BYTES:
+    for op in collect_ops(module, lambda op: op.name == "memref.alloc"):
+        size, fn = static_bytes(op), function_outside_loops(op)
+        if size is None or size > STACK_TILE_BYTES or fn is None:
             continue
-        budget[key] = budget.get(key, 0) + size
+        name = ir.StringAttr(fn.attributes["sym_name"]).value   # every func.func has one
+        if budget.get(name, 0) + size > STACK_FRAME_BYTES:
+            continue
+        budget[name] = budget.get(name, 0) + size
         entry = fn.regions[0].blocks[0]
         with ir.InsertionPoint.at_block_begin(entry), op.location:
             alloca = memref.AllocaOp(op.results[0].type, [], [], alignment=op.attributes["alignment"]
