@@ -376,11 +376,7 @@ def _product(out: str, name: str) -> str:
 
 
 def _emulation_key_changed(out: str) -> bool:
-    try:
-        with open(os.path.join(out, "spine-emulation.key")) as f:
-            return f.read().strip() != _emulation_key()
-    except OSError:
-        return True
+    return _read(os.path.join(out, "spine-emulation.key")) != _emulation_key()
 
 
 def _build(target: str, products: tuple) -> str:
@@ -423,6 +419,7 @@ def _build(target: str, products: tuple) -> str:
 
 
 def _read(path: str) -> str:
+    """A key file's text, stripped; "" when there is none."""
     try:
         with open(path) as f:
             return f.read().strip()
@@ -480,12 +477,7 @@ def ime_matmul_check(k: int, n: int, rows: tuple, weights: str = "q4_1", a100: b
     for lib in libs:
         h.update(str(os.path.getmtime(lib)).encode())
     key_path = program + ".key"
-    try:
-        with open(key_path) as f:
-            current = f.read() == h.hexdigest() and os.path.exists(program)
-    except OSError:
-        current = False
-    if not current:
+    if _read(key_path) != h.hexdigest() or not os.path.exists(program):
         objects = _emulation_objects(spine)
         with open(source_path, "w") as f:
             f.write(IME_MATMUL_CHECK_CPP)
