@@ -104,9 +104,10 @@ struct Settings {
 
 class DirectLauncher {
   public:
-    DirectLauncher(py::list params, py::list extents, py::handle tensor_type, py::list sessions, uintptr_t run_grid,
-                   uintptr_t assert_pending, py::object settings, py::object slow, py::object finish)
-        : tensor_type_((PyTypeObject *)tensor_type.ptr()), sessions_(sessions),
+    DirectLauncher(py::list params, py::list extents, py::handle tensor_type, py::list sessions, py::list captures,
+                   uintptr_t run_grid, uintptr_t assert_pending, py::object settings, py::object slow,
+                   py::object finish)
+        : tensor_type_((PyTypeObject *)tensor_type.ptr()), sessions_(sessions), captures_(captures),
           run_grid_((run_grid_fn)run_grid), assert_pending_((assert_pending_fn)assert_pending),
           read_settings_(settings), slow_(slow), finish_(finish) {
         for (py::handle item : params) {
@@ -418,8 +419,10 @@ class DirectLauncher {
         return !PyErr_Occurred() || clear();
     }
 
-    /* Whether a profiling session is active (spine/proton/session.py's plan_launch). */
+    /* Whether a profiling session is active (spine/proton/session.py's plan_launch) or a launch graph
+     * captures (spine/driver/graph.py): both are the Python launcher's work. */
     bool listening() {
+        if (PyList_GET_SIZE(captures_.ptr()) > 0) return true;
         PyObject *list = sessions_.ptr();
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
             PyObject *active = PyObject_GetAttr(PyList_GET_ITEM(list, i), active_.ptr());
@@ -553,7 +556,7 @@ class DirectLauncher {
     std::vector<size_t> extent_of_;      /* bounds-checked kernels: the parameter of each extent slot */
     std::vector<int64_t> extent_bytes_;  /* and its pointee's size */
     PyTypeObject *tensor_type_;
-    py::list sessions_;
+    py::list sessions_, captures_;
     run_grid_fn run_grid_;
     assert_pending_fn assert_pending_;
     py::object read_settings_;
@@ -597,8 +600,8 @@ py::tuple environment(py::tuple names) {
 PYBIND11_MODULE(spine_launch, m) {
     m.doc() = "Spine's host launch fast path";
     py::class_<DirectLauncher>(m, "DirectLauncher")
-        .def(py::init<py::list, py::list, py::handle, py::list, uintptr_t, uintptr_t, py::object, py::object,
-                      py::object>())
+        .def(py::init<py::list, py::list, py::handle, py::list, py::list, uintptr_t, uintptr_t, py::object,
+                      py::object, py::object>())
         .def("__call__", &DirectLauncher::call)
         .def_property_readonly("python_launcher", &DirectLauncher::python_launcher);
     m.def("environment", &environment);

@@ -18,6 +18,7 @@ from ..errors import DeviceAssertionError, OutOfBoundsError
 from ..kernel_facts import KernelFacts
 from .arguments import (POINTEE_BYTES, SUPPORTED_POINTEE, Arguments, Param, byte_range, check_tensor, element_extent, extent_params,
                         scalar_encoder, unwrap_tensor)
+from . import graph
 from .executor import executor_for
 from .settings import runtime_settings
 
@@ -182,8 +183,10 @@ class CPULauncher:
             values += [element_extent(p, values[p.index]) for p in self.params if p.is_pointer]
         if launch_enter_hook is not None:
             launch_enter_hook(launch_metadata)
+        arguments = Arguments(self.all_params, tuple(values), self.written, self.threads)
+        graph.record(function, grid, arguments)
         with _bounds_errors_recognised():
-            function.launch(grid, Arguments(self.all_params, tuple(values), self.written, self.threads))
+            function.launch(grid, arguments)
         if launch_exit_hook is not None:
             launch_exit_hook(launch_metadata)
 
@@ -271,8 +274,8 @@ def make_launcher(src, metadata):
         run_grid, assert_pending = runtime.address("spine_host_run_grid"), runtime.address("spine_assert_pending")
     extents = [POINTEE_BYTES[p.pointee] for p in launcher.params if p.is_pointer] if launcher.extents else []
     settings = functools.partial(runtime_settings, launcher.threads) if launcher.threads else runtime_settings
-    return extension.DirectLauncher(params, extents, torch.Tensor, session._sessions, run_grid, assert_pending,
-                                    settings, launcher, launcher.finish)
+    return extension.DirectLauncher(params, extents, torch.Tensor, session._sessions, graph._capturing, run_grid,
+                                    assert_pending, settings, launcher, launcher.finish)
 
 
 def _check_addresses_reachable(facts: KernelFacts, metadata) -> None:

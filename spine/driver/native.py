@@ -71,6 +71,8 @@ class NativeRuntime:
         lib.spine_grid_take_fault.restype = ctypes.c_int
         lib.spine_place_for_kernel.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
         lib.spine_place_for_kernel.restype = ctypes.c_int
+        lib.spine_assert_pending.argtypes = []
+        lib.spine_assert_pending.restype = ctypes.c_int
         lib.spine_fault_guard_check_handlers.argtypes = []
         lib.spine_fault_guard_check_handlers.restype = None
         _keep_handlers_in_front(lib.spine_fault_guard_check_handlers)
@@ -152,6 +154,28 @@ class NativeKernel:
             launch = proton_buffers.launch_of(self.name, grid, self.runtime.target_label,
                                               self.runtime.profile.counter(), block, wall, started)
             proton.record_launch(launch, plan)
+
+    def prepare(self, grid, args: Arguments):
+        """This launch made ready to run again and again (a launch graph's replay, graph.py): its slots
+        encoded once. The answer, called with the replay's RuntimeSettings and whether a profiler listens,
+        runs it; a profiled launch takes launch(), which records it."""
+        n = len(args.values)
+        slots = (ctypes.c_uint64 * max(n, 1))(*args.slots())
+        base = ctypes.addressof(slots)
+        pointers = (ctypes.c_void_p * max(n, 1))(*range(base, base + 8 * n, 8))
+        run_grid, pending = self.runtime.lib.spine_host_run_grid, self.runtime.lib.spine_assert_pending
+        requested = default_num_threads(args.threads) if args.threads else 0
+
+        def run(settings, profiled: bool) -> None:
+            if profiled or self.instrumented:
+                self.launch(grid, args)
+                return
+            rc = run_grid(self.entry, pointers, grid[0], grid[1], grid[2], requested or settings.threads,
+                          settings.timeout_ns)
+            if rc or pending():
+                self.check(rc)
+        run.slots = slots  # the arrays live as long as the launch
+        return run
 
     def check(self, rc: int) -> None:
         """Raises what a launch that returned `rc` ended in: a fault, a stop by Ctrl-C, a launch refused or
