@@ -11,6 +11,7 @@ Activations are fp32 [tokens, features], row-major. Every op of the forward pass
 the host code only allocates."""
 import math
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
@@ -282,13 +283,15 @@ def q8_0_embedding_kernel(ids_ptr, w_ptr, w16_ptr, y_ptr, K, stride_ym):
 
 
 @triton.jit
-def rope_kv_kernel(qkv_ptr, k_cache_ptr, v_cache_ptr, start_pos, stride_t, stride_ch, stride_cs, log_base,
+def rope_kv_kernel(qkv_ptr, k_cache_ptr, v_cache_ptr, pos_ptr, stride_t, stride_ch, stride_cs, log_base,
                    N_HEADS: tl.constexpr, N_KV: tl.constexpr, HEAD_DIM: tl.constexpr):
     """For token t of a fused q|k|v row: rotate q in place and k into the cache (llama.cpp's "normal" RoPE,
-    which turns adjacent pairs (2i, 2i + 1) by pos * base^(-2i / head_dim)), and copy v into the cache."""
+    which turns adjacent pairs (2i, 2i + 1) by pos * base^(-2i / head_dim)), and copy v into the cache. The
+    first token's position is read from pos_ptr, so that a replayed launch graph runs at the position now
+    there."""
     t = tl.program_id(0)
     head = tl.program_id(1)  # 0 .. N_HEADS + N_KV - 1: q heads, then k heads
-    pos = start_pos + t
+    pos = tl.load(pos_ptr) + t
     i = tl.arange(0, HEAD_DIM // 2)
     theta = pos.to(tl.float32) * tl.exp(-(2 * i).to(tl.float32) / HEAD_DIM * log_base)
     cos, sin = tl.cos(theta), tl.sin(theta)
@@ -312,11 +315,13 @@ def rope_kv_kernel(qkv_ptr, k_cache_ptr, v_cache_ptr, start_pos, stride_t, strid
 
 
 @triton.jit
-def attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, o_ptr, T, start_pos, scale, stride_qt, stride_ot,
+def attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, o_ptr, T, pos_ptr, scale, stride_qt, stride_ot,
                      stride_ch, stride_cs, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
                      BLOCK_T: tl.constexpr, BLOCK_S: tl.constexpr):
-    """Causal attention of BLOCK_T queries of one head over the cache, keys 0 .. start_pos + t, with the
-    online softmax; query head h reads kv head h // GROUP (grouped-query attention)."""
+    """Causal attention of BLOCK_T queries of one head over the cache, keys 0 .. start_pos + t (start_pos
+    read from pos_ptr), with the online softmax; query head h reads kv head h // GROUP (grouped-query
+    attention)."""
+    start_pos = tl.load(pos_ptr)
     h = tl.program_id(0)
     rt = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
     d = tl.arange(0, HEAD_DIM)
@@ -348,12 +353,13 @@ def attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, o_ptr, T, start_pos, scale
 
 
 @triton.jit
-def attention_f16_kernel(q_ptr, k_cache_ptr, v_cache_ptr, o_ptr, T, start_pos, scale, stride_qt, stride_ot,
+def attention_f16_kernel(q_ptr, k_cache_ptr, v_cache_ptr, o_ptr, T, pos_ptr, scale, stride_qt, stride_ot,
                          stride_ch, stride_cs, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr):
     """attention_kernel's result over an fp16 cache, computed as llama.cpp's CPU flash attention computes it
     over its default fp16 cache, one key at a time: the queries rounded to fp16, the scale applied to each
     product, the weighted sum of the values kept in fp16 (rounded after every key) and divided by the
     softmax's sum at the end. Rounding where llama.cpp rounds is what lets the int8 mode give its tokens."""
+    start_pos = tl.load(pos_ptr)
     h = tl.program_id(0)
     rt = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
     d = tl.arange(0, HEAD_DIM)
@@ -495,23 +501,33 @@ def embedding(ids, table: QuantMatrix):
     return y
 
 
+def _position(start_pos) -> torch.Tensor:
+    """The first token's position as the kernels read it: an int32 [1] tensor (given, or made from an int)."""
+    if isinstance(start_pos, torch.Tensor):
+        if start_pos.dtype != torch.int32 or start_pos.numel() != 1:
+            raise ValueError(f"a position tensor is int32 with one element, got {start_pos.dtype} "
+                             f"{tuple(start_pos.shape)}")
+        return start_pos
+    return torch.from_numpy(np.array([start_pos], dtype=np.int32))
+
+
 def rope_and_cache(qkv, k_cache, v_cache, start_pos, n_heads, n_kv, head_dim, rope_base):
     """Rotates the q part of qkv [T, (n_heads + 2 n_kv) * head_dim] in place; writes rotated k and v into the
-    caches [n_kv, capacity, head_dim] at positions start_pos ..."""
+    caches [n_kv, capacity, head_dim] at positions start_pos ... (an int, or an int32 [1] tensor holding it)."""
     t = qkv.shape[0]
-    rope_kv_kernel[(t, n_heads + n_kv)](qkv, k_cache, v_cache, start_pos, qkv.stride(0), k_cache.stride(0),
+    rope_kv_kernel[(t, n_heads + n_kv)](qkv, k_cache, v_cache, _position(start_pos), qkv.stride(0), k_cache.stride(0),
                                         k_cache.stride(1), math.log(rope_base), N_HEADS=n_heads, N_KV=n_kv,
                                         HEAD_DIM=head_dim)
 
 
 def attention(qkv, k_cache, v_cache, start_pos, n_heads, n_kv, head_dim):
     """Causal grouped-query attention of the T queries in qkv over the cache's first start_pos + T keys (an
-    fp32 cache, or an fp16 one read as llama.cpp reads it)."""
+    fp32 cache, or an fp16 one read as llama.cpp reads it); start_pos an int or an int32 [1] tensor."""
     t = qkv.shape[0]
     out = torch.empty((t, n_heads * head_dim), dtype=torch.float32)
     block_t = 1 if t == 1 else 16
     grid = (n_heads, triton.cdiv(t, block_t))
-    args = (qkv, k_cache, v_cache, out, t, start_pos, head_dim ** -0.5, qkv.stride(0), out.stride(0),
+    args = (qkv, k_cache, v_cache, out, t, _position(start_pos), head_dim ** -0.5, qkv.stride(0), out.stride(0),
             k_cache.stride(0), k_cache.stride(1))
     if k_cache.dtype == torch.float16:
         attention_f16_kernel[grid](*args, GROUP=n_heads // n_kv, HEAD_DIM=head_dim, BLOCK_T=block_t)

@@ -1,10 +1,16 @@
 """SmolLM2 (a Llama decoder) whose every op is a Triton kernel Spine compiles (smollm2/kernels.py), over the
-GGUF's quantized weights, with a KV cache: `prefill` a prompt, then `decode` one token at a time."""
+GGUF's quantized weights, with a KV cache: `forward` a prompt, then `decode` one token at a time.
+
+A decode step launches the same ~180 kernels on the same buffers every token, so `decode` records them once
+in a launch graph (spine/driver/graph.py) and replays it: the token and its position are the only things
+that change, and they live in tensors the kernels read."""
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from spine.driver.graph import LaunchGraph
 
 from . import int8_kernels, kernels
 from .gguf_file import GGUFModel, LlamaConfig, read_gguf
@@ -57,6 +63,9 @@ class SmolLM2:
     v_cache: list = field(default_factory=list)
     length: int = 0               # tokens in the cache
     int8: bool = False            # quantize the products' activations to int8 blocks, as llama.cpp does
+    # the position of the tokens a forward pass runs (int32 [1]), which the RoPE and attention kernels read
+    position: torch.Tensor = field(default_factory=lambda: torch.from_numpy(np.zeros(1, np.int32)))
+    _decode: "_DecodeStep | None" = None
 
     @classmethod
     def load(cls, source=None, capacity=1024, n_layers=None, int8=False):
@@ -85,12 +94,15 @@ class SmolLM2:
         return model
 
     def reset(self):
-        cfg = self.config
-        shape = (cfg.n_kv_heads, self.capacity, cfg.head_dim)
-        # the int8 mode keeps llama.cpp's default cache, fp16 keys and values
-        kind = torch.float16 if self.int8 else torch.float32
-        self.k_cache = [torch.empty(shape, dtype=kind) for _ in self.layers]
-        self.v_cache = [torch.empty(shape, dtype=kind) for _ in self.layers]
+        """Empties the KV cache. Its memory stays (what is past `length` is never read), so a captured decode
+        step stays valid."""
+        if not self.k_cache:
+            cfg = self.config
+            shape = (cfg.n_kv_heads, self.capacity, cfg.head_dim)
+            # the int8 mode keeps llama.cpp's default cache, fp16 keys and values
+            kind = torch.float16 if self.int8 else torch.float32
+            self.k_cache = [torch.empty(shape, dtype=kind) for _ in self.layers]
+            self.v_cache = [torch.empty(shape, dtype=kind) for _ in self.layers]
         self.length = 0
 
     @property
@@ -113,6 +125,7 @@ class SmolLM2:
         if self.length + t > self.capacity:
             raise ValueError(f"{self.length} cached + {t} new tokens exceed the KV cache's {self.capacity} "
                              f"(SmolLM2.load(capacity=...), at most the model's context of {cfg.context})")
+        self.position.numpy()[0] = self.length  # through numpy: not a torch op
         x = embedding(ids, self.embed)
         for i in range(len(self.layers)):
             x = self.run_layer(i, x)
@@ -125,10 +138,22 @@ class SmolLM2:
         cfg, layer, k_cache, v_cache = self.config, self.layers[i], self.k_cache[i], self.v_cache[i]
         linear, swiglu = self.products.linear, self.products.swiglu
         qkv = linear(x, layer.qkv, norm=layer.attn_norm, eps=cfg.rms_eps)
-        rope_and_cache(qkv, k_cache, v_cache, self.length, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.rope_base)
-        mixed = attention(qkv, k_cache, v_cache, self.length, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
+        rope_and_cache(qkv, k_cache, v_cache, self.position, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
+                       cfg.rope_base)
+        mixed = attention(qkv, k_cache, v_cache, self.position, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
         x = linear(mixed, layer.out, residual=x)
         return linear(swiglu(x, layer.ffn_norm, layer.gate, layer.up, cfg.rms_eps), layer.down, residual=x)
+
+    def decode(self, token: int) -> int:
+        """Runs one token after the cached ones; returns the greedy next token. The first call records the
+        step's launches in a launch graph, later calls replay it."""
+        if self.length + 1 > self.capacity:
+            raise ValueError(f"{self.length} cached tokens fill the KV cache's {self.capacity}")
+        if self._decode is None:
+            self._decode = _DecodeStep.capture(self, token)
+        else:
+            self._decode.run(self, token)
+        return int(self._decode.next_token.numpy()[0])
 
     def generate(self, prompt: list, max_new_tokens: int, stop=(), timings: Timings | None = None) -> list:
         """Greedy decoding: the new token ids, at most max_new_tokens, ending early at a token in `stop`."""
@@ -146,7 +171,30 @@ class SmolLM2:
         new = [token]
         started = time.perf_counter()
         while len(new) < max_new_tokens and token not in stop:
-            token = int(argmax(self.forward(torch.tensor([token], dtype=torch.int32))))
+            token = self.decode(token)
             new.append(token)
         timings.decode_tokens, timings.decode_s = len(new) - 1, time.perf_counter() - started
         return new
+
+
+@dataclass
+class _DecodeStep:
+    """One token's forward pass and argmax, as a launch graph over fixed buffers: `token` (int32 [1]) in,
+    `next_token` (int32 [1]) out; the model's `position` says where."""
+    graph: LaunchGraph
+    token: torch.Tensor
+    next_token: torch.Tensor
+
+    @classmethod
+    def capture(cls, model: SmolLM2, token: int) -> "_DecodeStep":
+        ids = torch.from_numpy(np.array([token], dtype=np.int32))
+        graph = LaunchGraph()
+        with graph.capture():  # runs the step as it records it
+            next_token = argmax(model.forward(ids))
+        return cls(graph, ids, next_token)
+
+    def run(self, model: SmolLM2, token: int) -> None:
+        self.token.numpy()[0] = token
+        model.position.numpy()[0] = model.length
+        self.graph.replay()
+        model.length += 1
