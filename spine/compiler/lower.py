@@ -23,6 +23,7 @@ from .edge_tile_reads import mark_edge_tiles, read_edge_tiles_in_place
 from .loop_fusion import fuse_adjacent_loops
 from .loop_splitting import split_loops_at_bounds
 from .math_expansion import expand_math
+from .multiply_adds import contract_multiply_adds
 from .number_reductions import reduce_without_nans
 from .passes import Pass, run_pipeline, run_upstream, upstream
 from .products_into_destination import store_products_in_place
@@ -127,18 +128,22 @@ class LoweringChoices:
     # The CPU has fused multiply-add instructions (every RISC-V core with F; x86 from Haswell and Piledriver
     # on): math expansions use them, and multiply and add otherwise (math_expansion.expand_math).
     fused_multiply_add: bool = True
+    # Products fuse into the adds that use them (triton's enable_fp_fusion, on a CPU with fused multiply-adds):
+    # they are marked `contract` for LLVM (multiply_adds.py).
+    contract_products: bool = False
     # The entry point sets the streaming-stores flag (x86 kernels whose launches can write more than the
     # caches keep): store loops into arguments get a streaming version (streaming_stores.py).
     streaming_stores: bool = False
 
     @classmethod
     def for_target(cls, triple: str, debug: bool = False, cpu: str = "", features: str = "",
-                   streaming_stores: bool = False) -> "LoweringChoices":
+                   streaming_stores: bool = False, fp_fusion: bool = True) -> "LoweringChoices":
         from ..targets import cpu_features, has_fused_multiply_add
         riscv = triple.startswith("riscv")
         avx512 = not riscv and "+avx512f" in cpu_features(triple, cpu, features)
+        fma = has_fused_multiply_add(triple, cpu, features)
         return cls(inline_copies=riscv, short_chains=not riscv, line_tables=debug, ldexp_scaling=avx512,
-                   fused_multiply_add=has_fused_multiply_add(triple, cpu, features),
+                   fused_multiply_add=fma, contract_products=fp_fusion and fma,
                    streaming_stores=streaming_stores and triple.startswith("x86_64"))
 
 
@@ -190,6 +195,11 @@ def _has_boolean_buffers(module, choices) -> bool:
 def _with_line_tables(module, choices) -> bool:
     """for debug compiles (line tables)"""
     return choices.line_tables
+
+
+def _contracts(module, choices) -> bool:
+    """for kernels whose products may fuse, on CPUs with fused multiply-adds"""
+    return choices.contract_products
 
 
 def _streams(module, choices) -> bool:
@@ -255,6 +265,8 @@ LLIR_PIPELINE = (
     Pass("expand-math", "f32 exp, log, erf, tanh, sin, cos, pow as polynomials (math_expansion.py)", _expand_math),
     Pass("bf16-as-integers", "bf16 arithmetic in f32, conversions as integer ops", upstream(BF16_TO_INTEGER_OPS),
          _has_bf16),
+    Pass("contract-multiply-adds", "a product used only by an add is marked `contract`, so that LLVM fuses "
+         "the two (multiply_adds.py)", _on_module(contract_multiply_adds), _contracts),
     Pass("streaming-stores", "store loops into arguments get a streaming version: non-temporal vector stores "
          "when the launch writes more than the caches keep (streaming_stores.py)", _on_module(stream_stores), _streams),
     Pass("scf-to-openmp", "scf.parallel loops become OpenMP dialect loops", upstream(parallel_loops.TO_OPENMP),

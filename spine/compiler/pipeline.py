@@ -70,7 +70,7 @@ def make_llir(linalg_text: str, metadata, options):
     kernel, facts = metadata["name"], _facts(metadata)
     streaming = _streaming_programs(facts, options)
     choices = LoweringChoices.for_target(options.triple, options.debug, options.cpu, options.features,
-                                         streaming_stores=bool(streaming))
+                                         streaming_stores=bool(streaming), fp_fusion=options.enable_fp_fusion)
     llvm_ir, lowering = _in_worker(kernel, "lower", linalg_text=linalg_text, choices=choices,
                                    dump_dir=options.dump_passes, kernel=kernel)
     entry = entry_module_ir(kernel, facts.arg_kinds, facts.argument_views, options.triple, streaming,
