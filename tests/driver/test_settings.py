@@ -47,8 +47,9 @@ def test_the_fast_path_reads_the_settings_only_when_the_environment_changed(monk
     def counted():
         reads.append(settings.runtime_settings())
         return reads[-1]
-    direct = extension.DirectLauncher(launcher.direct_params(), [], torch.Tensor, [], runtime.address("spine_host_run_grid"),
-                                      runtime.address("spine_assert_pending"), counted, launcher, launcher.finish)
+    direct = extension.DirectLauncher(launcher.direct_params(), [], torch.Tensor, [], [],
+                                      runtime.address("spine_host_run_grid"), runtime.address("spine_assert_pending"),
+                                      counted, launcher, launcher.finish)
 
     def launch(n=4):
         out.zero_()
