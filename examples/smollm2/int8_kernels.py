@@ -23,8 +23,8 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from .kernels import (GEMV_ROWS, GEMV_STEP, PREFILL_BLOCKS, QK, QuantMatrix, _gemv_rows, _q4_1_block, _q4_1_blocks,
-                      _row_rstd, _silu_times, _store_rows, _store_tile, _tail_step)
+from .kernels import (GEMV_ROWS, GEMV_STEP, PREFILL_BLOCKS, QK, QuantMatrix, _program_rows, _q4_1_block,
+                      _q4_1_row_blocks, _q8_0_row_blocks, _row_rstd, _silu_times, _store_tile, _tail_step)
 
 
 @triton.jit
@@ -56,52 +56,53 @@ def quantize_q8_kernel(x_ptr, norm_ptr, q_ptr, d_ptr, s_ptr, K, stride_xm, eps, 
 
 
 @triton.jit
-def _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, rn, row_bytes, b_start, b_end, BLOCK_N: tl.constexpr,
-                  NB: tl.constexpr):
-    """Rows rn's Q4_1 x Q8_1 dot products over blocks b_start .. b_end, NB blocks a step. The accumulator
-    keeps 16 lanes per row (the pair sums, scaled per block), reduced once at the end."""
+def _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K, b_start, b_end, NB: tl.constexpr):
+    """Row `row`'s Q4_1 x Q8_1 dot product over blocks b_start .. b_end, NB blocks a step. The accumulator
+    keeps 16 lanes (the pair sums, scaled per block), reduced once at the end."""
     j = tl.arange(0, 16)
-    acc = tl.zeros([BLOCK_N, 16], tl.float32)
-    macc = tl.zeros([BLOCK_N, NB], tl.float32)
+    acc = tl.zeros([16], tl.float32)
+    macc = tl.zeros([NB], tl.float32)
     for b0 in range(b_start, b_end, NB):
         blk = b0 + tl.arange(0, NB)
-        d, m, q = _q4_1_blocks(w_ptr, w16_ptr, rn, row_bytes, blk)
+        d, m, q = _q4_1_row_blocks(w_ptr, w16_ptr, row, K, blk)
         at = blk[:, None] * 32 + j[None, :]
         x_lo = tl.load(xq_ptr + at).to(tl.int16)
         x_hi = tl.load(xq_ptr + at + 16).to(tl.int16)
-        pairs = (q & 15).to(tl.int16) * x_lo[None, :, :] + (q >> 4).to(tl.int16) * x_hi[None, :, :]
-        scale = d * tl.load(xd_ptr + blk)[None, :]
-        acc += tl.sum(pairs.to(tl.float32) * scale[:, :, None], axis=1)
-        macc += m * tl.load(xs_ptr + blk)[None, :]
-    return tl.sum(acc, axis=1) + tl.sum(macc, axis=1)
+        pairs = (q & 15).to(tl.int16) * x_lo + (q >> 4).to(tl.int16) * x_hi
+        scale = d * tl.load(xd_ptr + blk)
+        acc += tl.sum(pairs.to(tl.float32) * scale[:, None], axis=0)
+        macc += m * tl.load(xs_ptr + blk)
+    return tl.sum(acc, axis=0) + tl.sum(macc, axis=0)
 
 
 @triton.jit
-def _q4_1_q8_row_dots(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, rn, K, BLOCK_N: tl.constexpr, NB: tl.constexpr,
-                      NB_TAIL: tl.constexpr):
-    row_bytes = (K // 32) * 20
+def _q4_1_q8_row_dot(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K, NB: tl.constexpr, NB_TAIL: tl.constexpr):
     blocks = K // 32
     main = blocks - blocks % NB
-    y = _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, rn, row_bytes, 0, main, BLOCK_N, NB)
-    return y + _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, rn, row_bytes, main, blocks, BLOCK_N, NB_TAIL)
+    y = _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K, 0, main, NB)
+    return y + _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K, main, blocks, NB_TAIL)
 
 
 @triton.jit
 def q4_1_q8_gemv_kernel(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, res_ptr, y_ptr, N, K, RESIDUAL: tl.constexpr,
                         BLOCK_N: tl.constexpr, NB: tl.constexpr, NB_TAIL: tl.constexpr):
-    """y = x @ W^T (+ res) for one quantized row of activations (N >= BLOCK_N)."""
-    rows, mine = _gemv_rows(N, BLOCK_N)
-    y = _q4_1_q8_row_dots(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, rows, K, BLOCK_N, NB, NB_TAIL)
-    _store_rows(y, res_ptr, y_ptr, rows, mine, RESIDUAL)
+    """y = x @ W^T (+ res) for one quantized row of activations, BLOCK_N rows of W per program."""
+    start, end = _program_rows(N, BLOCK_N)
+    for row in range(start, end):
+        y = _q4_1_q8_row_dot(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K, NB, NB_TAIL)
+        if RESIDUAL:
+            y += tl.load(res_ptr + row)
+        tl.store(y_ptr + row, y)
 
 
 @triton.jit
 def q4_1_q8_swiglu_gemv_kernel(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16_ptr, y_ptr, N, K,
                                BLOCK_N: tl.constexpr, NB: tl.constexpr, NB_TAIL: tl.constexpr):
-    rows, mine = _gemv_rows(N, BLOCK_N)
-    gate = _q4_1_q8_row_dots(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, rows, K, BLOCK_N, NB, NB_TAIL)
-    up = _q4_1_q8_row_dots(xq_ptr, xd_ptr, xs_ptr, wu_ptr, wu16_ptr, rows, K, BLOCK_N, NB, NB_TAIL)
-    _store_rows(_silu_times(gate, up), y_ptr, y_ptr, rows, mine, False)
+    start, end = _program_rows(N, BLOCK_N)
+    for row in range(start, end):
+        gate = _q4_1_q8_row_dot(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, row, K, NB, NB_TAIL)
+        up = _q4_1_q8_row_dot(xq_ptr, xd_ptr, xs_ptr, wu_ptr, wu16_ptr, row, K, NB, NB_TAIL)
+        tl.store(y_ptr + row, _silu_times(gate, up))
 
 
 @triton.jit
@@ -147,35 +148,32 @@ def q4_1_q8_swiglu_kernel(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16
 
 
 @triton.jit
-def _q8_0_q8_span(xq_ptr, xd_ptr, w_ptr, w16_ptr, rows, row_bytes, b_start, b_end, BLOCK_N: tl.constexpr,
-                  NB: tl.constexpr):
+def _q8_0_q8_span(xq_ptr, xd_ptr, w_ptr, w16_ptr, row, K, b_start, b_end, NB: tl.constexpr):
     j = tl.arange(0, 16)
-    acc = tl.zeros([BLOCK_N, 16], tl.float32)
+    acc = tl.zeros([16], tl.float32)
     for b0 in range(b_start, b_end, NB):
         blk = b0 + tl.arange(0, NB)
-        d = tl.load(w16_ptr + rows[:, None] * (row_bytes // 2) + blk[None, :] * 17).to(tl.float32)
-        at = rows[:, None, None] * row_bytes + blk[None, :, None] * 34 + 2 + j[None, None, :]
+        d, at = _q8_0_row_blocks(w_ptr, w16_ptr, row, K, blk, j)
         w_lo = tl.load(w_ptr + at).to(tl.int16)
         w_hi = tl.load(w_ptr + at + 16).to(tl.int16)
         x_at = blk[:, None] * 32 + j[None, :]
-        pairs = w_lo * tl.load(xq_ptr + x_at).to(tl.int16)[None, :, :] + \
-            w_hi * tl.load(xq_ptr + x_at + 16).to(tl.int16)[None, :, :]
-        scale = d * tl.load(xd_ptr + blk)[None, :]
-        acc += tl.sum(pairs.to(tl.float32) * scale[:, :, None], axis=1)
-    return tl.sum(acc, axis=1)
+        pairs = w_lo * tl.load(xq_ptr + x_at).to(tl.int16) + w_hi * tl.load(xq_ptr + x_at + 16).to(tl.int16)
+        scale = d * tl.load(xd_ptr + blk)
+        acc += tl.sum(pairs.to(tl.float32) * scale[:, None], axis=0)
+    return tl.sum(acc, axis=0)
 
 
 @triton.jit
 def q8_0_q8_gemv_kernel(xq_ptr, xd_ptr, w_ptr, w16_ptr, y_ptr, N, K, BLOCK_N: tl.constexpr, NB: tl.constexpr,
                         NB_TAIL: tl.constexpr):
-    """y = x @ W^T for one quantized row and W in Q8_0: the output head."""
-    rows, mine = _gemv_rows(N, BLOCK_N)
-    row_bytes = (K // 32) * 34
+    """y = x @ W^T for one quantized row and W in Q8_0: the output head, BLOCK_N rows of W per program."""
     blocks = K // 32
     main = blocks - blocks % NB
-    y = _q8_0_q8_span(xq_ptr, xd_ptr, w_ptr, w16_ptr, rows, row_bytes, 0, main, BLOCK_N, NB)
-    y += _q8_0_q8_span(xq_ptr, xd_ptr, w_ptr, w16_ptr, rows, row_bytes, main, blocks, BLOCK_N, NB_TAIL)
-    tl.store(y_ptr + rows, y, mask=mine)
+    start, end = _program_rows(N, BLOCK_N)
+    for row in range(start, end):
+        y = _q8_0_q8_span(xq_ptr, xd_ptr, w_ptr, w16_ptr, row, K, 0, main, NB)
+        y += _q8_0_q8_span(xq_ptr, xd_ptr, w_ptr, w16_ptr, row, K, main, blocks, NB_TAIL)
+        tl.store(y_ptr + row, y)
 
 
 # ---- launchers -----------------------------------------------------------------------------------------
@@ -209,11 +207,9 @@ def quantize(x, norm=None, eps=0.0) -> QuantizedRows:
 
 
 def _check(x, w: QuantMatrix):
-    """Before anything is quantized: x's width is w's, and w has the rows the kernels need."""
+    """Before anything is quantized: x's width is w's."""
     if x.shape[1] != w.cols:
         raise ValueError(f"activations of width {x.shape[1]} against a matrix of {w.cols} columns")
-    if w.rows < GEMV_ROWS:
-        raise ValueError(f"a matrix of {w.rows} rows: the kernels need at least {GEMV_ROWS}")
 
 
 def linear(x, w: QuantMatrix, norm=None, residual=None, eps=0.0):

@@ -114,127 +114,116 @@ def q4_1_swiglu_kernel(x_ptr, norm_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16_ptr, y_pt
 
 
 @triton.jit
-def _x_blocks(x_ptr, norm_ptr, rstd, blk, NORM: tl.constexpr):
+def _x_blocks(x_ptr, blk):
     """The activations of blocks blk ([NB]) of one row, as their low and high halves ([NB, 16] each)."""
     at = blk[:, None] * 32 + tl.arange(0, 16)[None, :]
-    lo = tl.load(x_ptr + at)
-    hi = tl.load(x_ptr + at + 16)
-    if NORM:
-        lo = lo * rstd * tl.load(norm_ptr + at)
-        hi = hi * rstd * tl.load(norm_ptr + at + 16)
-    return lo, hi
+    return tl.load(x_ptr + at), tl.load(x_ptr + at + 16)
 
 
 @triton.jit
-def _q4_1_blocks(w_ptr, w16_ptr, rn, row_bytes, blk):
-    """Blocks blk ([NB]) of Q4_1 rows rn ([BLOCK_N]): their scales and minimums ([BLOCK_N, NB], fp32) and
-    their 16 bytes of nibbles ([BLOCK_N, NB, 16], uint8)."""
-    half = rn[:, None] * (row_bytes // 2) + blk[None, :] * 10
-    d = tl.load(w16_ptr + half).to(tl.float32)
-    m = tl.load(w16_ptr + half + 1).to(tl.float32)
-    q = tl.load(w_ptr + rn[:, None, None] * row_bytes + blk[None, :, None] * 20 + 4 + tl.arange(0, 16)[None, None, :])
+def _q4_1_row_blocks(w_ptr, w16_ptr, row, K, blk):
+    """Blocks blk ([NB]) of Q4_1 row `row`: their scales and minimums ([NB], fp32) and their 16 bytes of
+    nibbles ([NB, 16], uint8)."""
+    halves = row * (K // 32 * 10) + blk * 10
+    d = tl.load(w16_ptr + halves).to(tl.float32)
+    m = tl.load(w16_ptr + halves + 1).to(tl.float32)
+    q = tl.load(w_ptr + row * (K // 32 * 20) + blk[:, None] * 20 + 4 + tl.arange(0, 16)[None, :])
     return d, m, q
 
 
 @triton.jit
-def _q4_1_span(x_ptr, norm_ptr, rstd, w_ptr, w16_ptr, rn, row_bytes, b_start, b_end, NORM: tl.constexpr,
-               BLOCK_N: tl.constexpr, NB: tl.constexpr):
-    """Rows rn's dot products over blocks b_start .. b_end (a multiple of NB apart), NB blocks per step as
-    [BLOCK_N, NB, 16] tiles. The accumulator keeps 16 lanes per row, reduced once at the end."""
-    acc = tl.zeros([BLOCK_N, 16], tl.float32)
-    macc = tl.zeros([BLOCK_N, NB], tl.float32)
+def _q4_1_span(x_ptr, w_ptr, w16_ptr, row, K, b_start, b_end, NB: tl.constexpr):
+    """Row `row`'s dot product with x over blocks b_start .. b_end (a multiple of NB apart), NB blocks per
+    step as [NB, 16] tiles. The accumulator keeps 16 lanes, reduced once at the end."""
+    acc = tl.zeros([16], tl.float32)
     for b0 in range(b_start, b_end, NB):
         blk = b0 + tl.arange(0, NB)
-        d, m, q = _q4_1_blocks(w_ptr, w16_ptr, rn, row_bytes, blk)
-        x_lo, x_hi = _x_blocks(x_ptr, norm_ptr, rstd, blk, NORM)
+        d, m, q = _q4_1_row_blocks(w_ptr, w16_ptr, row, K, blk)
+        x_lo, x_hi = _x_blocks(x_ptr, blk)
         # a plain multiply and add: tl.fma here made LLVM vectorise across the NB blocks, 3x slower
-        prod = (q & 15).to(tl.float32) * x_lo[None, :, :] + (q >> 4).to(tl.float32) * x_hi[None, :, :]
-        acc += tl.sum(prod * d[:, :, None], axis=1)
-        macc += m * tl.sum(x_lo + x_hi, axis=1)[None, :]
-    return tl.sum(acc, axis=1) + tl.sum(macc, axis=1)
+        prod = (q & 15).to(tl.float32) * x_lo + (q >> 4).to(tl.float32) * x_hi
+        # the minimum's share in the same 16 lanes: a sum of x per block would be a horizontal sum per block
+        acc += tl.sum(prod * d[:, None] + (x_lo + x_hi) * m[:, None], axis=0)
+    return tl.sum(acc, axis=0)
 
 
 @triton.jit
-def _q4_1_row_dots(x_ptr, norm_ptr, w_ptr, w16_ptr, rn, K, eps, NORM: tl.constexpr, BLOCK_N: tl.constexpr,
-                   NB: tl.constexpr, NB_TAIL: tl.constexpr):
-    """sum_k xn[k] * W[n, k] for rows rn ([BLOCK_N], in bounds) of a Q4_1 matrix and one activation row: the
-    decode step's product. Big steps of NB blocks, then the rest in steps of NB_TAIL: each step of a loop
-    over tiles has a fixed cost, so fewer, larger steps are faster."""
-    row_bytes = (K // 32) * 20
-    rstd = 0.0
-    if NORM:
-        rstd = tl.sum(_row_rstd(x_ptr, tl.arange(0, 1), 1, K, 0, eps, 1, 64), axis=0)
+def _q4_1_row_dot(x_ptr, w_ptr, w16_ptr, row, K, NB: tl.constexpr, NB_TAIL: tl.constexpr):
+    """sum_k x[k] * W[row, k] for one row of a Q4_1 matrix: the decode step's product. Big steps of NB
+    blocks, then the rest in steps of NB_TAIL: each step of a loop over tiles has a fixed cost, so fewer,
+    larger steps are faster."""
     blocks = K // 32
     main = blocks - blocks % NB
-    y = _q4_1_span(x_ptr, norm_ptr, rstd, w_ptr, w16_ptr, rn, row_bytes, 0, main, NORM, BLOCK_N, NB)
-    return y + _q4_1_span(x_ptr, norm_ptr, rstd, w_ptr, w16_ptr, rn, row_bytes, main, blocks, NORM, BLOCK_N,
-                          NB_TAIL)
+    y = _q4_1_span(x_ptr, w_ptr, w16_ptr, row, K, 0, main, NB)
+    return y + _q4_1_span(x_ptr, w_ptr, w16_ptr, row, K, main, blocks, NB_TAIL)
 
 
 @triton.jit
-def _gemv_rows(N, BLOCK_N: tl.constexpr):
-    """This program's BLOCK_N rows, and which of them it stores. The last program's rows end at N (they
-    overlap its neighbour's, which stores those), so every row read is in bounds and the rows stay one
-    affine range: a clamp per row would turn the loads into gathers."""
+def _program_rows(N, BLOCK_N: tl.constexpr):
+    """The rows of the matrix this one-token program computes, first and end. It takes them one at a time,
+    reading each row front to back, a stream the hardware prefetcher follows: taken as a tile of rows a
+    step of blocks at a time, the rows' bytes were read in an order it did not follow, and the products
+    waited on memory (bench/RESULTS.md)."""
     first = tl.program_id(0) * BLOCK_N
-    start = tl.maximum(tl.minimum(first, N - BLOCK_N), 0)
-    rows = start + tl.arange(0, BLOCK_N)
-    return rows, (rows >= first) & (rows < N)
+    return first, tl.minimum(first + BLOCK_N, N)
 
 
 @triton.jit
-def _store_rows(y, res_ptr, y_ptr, rows, mine, RESIDUAL: tl.constexpr):
-    """A one-token product's rows `rows` into y_ptr, those this program stores (`mine`), plus the residual
-    when RESIDUAL (res_ptr is not read otherwise)."""
-    if RESIDUAL:
-        y += tl.load(res_ptr + rows)
-    tl.store(y_ptr + rows, y, mask=mine)
+def q4_1_gemv_kernel(x_ptr, w_ptr, w16_ptr, res_ptr, y_ptr, N, K, RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr,
+                     NB: tl.constexpr, NB_TAIL: tl.constexpr):
+    """y = x @ W^T (+ res) for one row of activations (normalised already where a norm comes first: in the
+    kernel, every row would multiply by the norm again), BLOCK_N rows of W per program."""
+    start, end = _program_rows(N, BLOCK_N)
+    for row in range(start, end):
+        y = _q4_1_row_dot(x_ptr, w_ptr, w16_ptr, row, K, NB, NB_TAIL)
+        if RESIDUAL:
+            y += tl.load(res_ptr + row)
+        tl.store(y_ptr + row, y)
 
 
 @triton.jit
-def q4_1_gemv_kernel(x_ptr, norm_ptr, w_ptr, w16_ptr, res_ptr, y_ptr, N, K, eps, NORM: tl.constexpr,
-                     RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, NB: tl.constexpr,
-                     NB_TAIL: tl.constexpr):
-    """y = xn @ W^T (+ res) for one row of activations (N >= BLOCK_N)."""
-    rows, mine = _gemv_rows(N, BLOCK_N)
-    y = _q4_1_row_dots(x_ptr, norm_ptr, w_ptr, w16_ptr, rows, K, eps, NORM, BLOCK_N, NB, NB_TAIL)
-    _store_rows(y, res_ptr, y_ptr, rows, mine, RESIDUAL)
+def q4_1_swiglu_gemv_kernel(xn_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16_ptr, y_ptr, N, K, BLOCK_N: tl.constexpr,
+                            NB: tl.constexpr, NB_TAIL: tl.constexpr):
+    """y = silu(xn @ Wg^T) * (xn @ Wu^T) for one row of normalised activations xn."""
+    start, end = _program_rows(N, BLOCK_N)
+    for row in range(start, end):
+        gate = _q4_1_row_dot(xn_ptr, wg_ptr, wg16_ptr, row, K, NB, NB_TAIL)
+        up = _q4_1_row_dot(xn_ptr, wu_ptr, wu16_ptr, row, K, NB, NB_TAIL)
+        tl.store(y_ptr + row, _silu_times(gate, up))
 
 
 @triton.jit
-def q4_1_swiglu_gemv_kernel(x_ptr, norm_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16_ptr, y_ptr, N, K, eps,
-                            BLOCK_N: tl.constexpr, NB: tl.constexpr, NB_TAIL: tl.constexpr):
-    rows, mine = _gemv_rows(N, BLOCK_N)
-    gate = _q4_1_row_dots(x_ptr, norm_ptr, wg_ptr, wg16_ptr, rows, K, eps, True, BLOCK_N, NB, NB_TAIL)
-    up = _q4_1_row_dots(x_ptr, norm_ptr, wu_ptr, wu16_ptr, rows, K, eps, True, BLOCK_N, NB, NB_TAIL)
-    _store_rows(_silu_times(gate, up), y_ptr, y_ptr, rows, mine, False)
+def _q8_0_row_blocks(w_ptr, w16_ptr, row, K, blk, j):
+    """Blocks blk ([NB]) of Q8_0 row `row`: their scales ([NB], fp32) and where their values j ([J]) lie
+    ([NB, J] byte offsets)."""
+    d = tl.load(w16_ptr + row * (K // 32 * 17) + blk * 17).to(tl.float32)
+    return d, row * (K // 32 * 34) + blk[:, None] * 34 + 2 + j[None, :]
 
 
 @triton.jit
-def _q8_0_span(xn_ptr, w_ptr, w16_ptr, rows, row_bytes, b_start, b_end, BLOCK_N: tl.constexpr, NB: tl.constexpr):
+def _q8_0_span(xn_ptr, w_ptr, w16_ptr, row, K, b_start, b_end, NB: tl.constexpr):
     j = tl.arange(0, 32)
-    acc = tl.zeros([BLOCK_N, 32], tl.float32)
+    acc = tl.zeros([32], tl.float32)
     for b0 in range(b_start, b_end, NB):
         blk = b0 + tl.arange(0, NB)
-        d = tl.load(w16_ptr + rows[:, None] * (row_bytes // 2) + blk[None, :] * 17).to(tl.float32)
-        q = tl.load(w_ptr + rows[:, None, None] * row_bytes + blk[None, :, None] * 34 + 2 + j[None, None, :])
+        d, at = _q8_0_row_blocks(w_ptr, w16_ptr, row, K, blk, j)
         x = tl.load(xn_ptr + blk[:, None] * 32 + j[None, :])
-        acc += tl.sum(q.to(tl.float32) * x[None, :, :] * d[:, :, None], axis=1)
-    return tl.sum(acc, axis=1)
+        acc += tl.sum(tl.load(w_ptr + at).to(tl.float32) * x * d[:, None], axis=0)
+    return tl.sum(acc, axis=0)
 
 
 @triton.jit
 def q8_0_gemv_kernel(xn_ptr, w_ptr, w16_ptr, y_ptr, N, K, BLOCK_N: tl.constexpr, NB: tl.constexpr,
                      NB_TAIL: tl.constexpr):
     """y = xn @ W^T for one row of (already normalised) activations and W in Q8_0: the decode step's output
-    head, in big steps of NB blocks and the rest in steps of NB_TAIL."""
-    rows, mine = _gemv_rows(N, BLOCK_N)
-    row_bytes = (K // 32) * 34
+    head, BLOCK_N rows of W per program, in big steps of NB blocks and the rest in steps of NB_TAIL."""
     blocks = K // 32
     main = blocks - blocks % NB
-    y = _q8_0_span(xn_ptr, w_ptr, w16_ptr, rows, row_bytes, 0, main, BLOCK_N, NB)
-    y += _q8_0_span(xn_ptr, w_ptr, w16_ptr, rows, row_bytes, main, blocks, BLOCK_N, NB_TAIL)
-    tl.store(y_ptr + rows, y, mask=mine)
+    start, end = _program_rows(N, BLOCK_N)
+    for row in range(start, end):
+        y = _q8_0_span(xn_ptr, w_ptr, w16_ptr, row, K, 0, main, NB)
+        y += _q8_0_span(xn_ptr, w_ptr, w16_ptr, row, K, main, blocks, NB_TAIL)
+        tl.store(y_ptr + row, y)
 
 
 @triton.jit
@@ -464,19 +453,23 @@ def linear(x, w: QuantMatrix, norm=None, residual=None, eps=0.0):
 
 
 def _gemv(x, w, norm, residual, eps, y):
-    if w.rows < GEMV_ROWS:
-        raise ValueError(f"a matrix of {w.rows} rows: the one-token kernels need at least {GEMV_ROWS}")
     grid = (triton.cdiv(w.rows, GEMV_ROWS),)
     steps = dict(BLOCK_N=GEMV_ROWS, NB=GEMV_STEP, NB_TAIL=_tail_step(w.cols))
+    xn = x if norm is None else _rmsnorm(x, norm, eps)
     if w.kind == "Q8_0":
-        # normalised once here, not once per program: the head has thousands of programs
-        xn = torch.empty_like(x)
-        rmsnorm_kernel[(1,)](x, norm, xn, w.cols, x.stride(0), xn.stride(0), eps, BLOCK_K=256)
         q8_0_gemv_kernel[grid](xn, w.values, w.halves, y, w.rows, w.cols, **steps)
         return y
-    q4_1_gemv_kernel[grid](x, x if norm is None else norm, w.data, w.halves, x if residual is None else residual, y,
-                           w.rows, w.cols, eps, NORM=norm is not None, RESIDUAL=residual is not None, **steps)
+    q4_1_gemv_kernel[grid](xn, w.data, w.halves, x if residual is None else residual, y, w.rows, w.cols,
+                           RESIDUAL=residual is not None, **steps)
     return y
+
+
+def _rmsnorm(x, norm, eps):
+    """rmsnorm(x) * norm of one row, once before a one-token product: each of its programs would otherwise
+    normalise again (the head has thousands)."""
+    xn = torch.empty_like(x)
+    rmsnorm_kernel[(1,)](x, norm, xn, x.shape[1], x.stride(0), xn.stride(0), eps, BLOCK_K=256)
+    return xn
 
 
 def swiglu(x, norm, gate: QuantMatrix, up: QuantMatrix, eps):
@@ -485,7 +478,7 @@ def swiglu(x, norm, gate: QuantMatrix, up: QuantMatrix, eps):
     y = torch.empty((m, gate.rows), dtype=torch.float32)
     if m == 1:
         q4_1_swiglu_gemv_kernel[(triton.cdiv(gate.rows, GEMV_ROWS),)](
-            x, norm, gate.data, gate.halves, up.data, up.halves, y, gate.rows, k, eps, BLOCK_N=GEMV_ROWS,
+            _rmsnorm(x, norm, eps), gate.data, gate.halves, up.data, up.halves, y, gate.rows, k, BLOCK_N=GEMV_ROWS,
             NB=GEMV_STEP, NB_TAIL=_tail_step(k))
         return y
     bm, bn = PREFILL_BLOCKS
