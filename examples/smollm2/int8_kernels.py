@@ -23,8 +23,32 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from .kernels import (GEMV_ROWS, GEMV_STEP, PREFILL_BLOCKS, QK, QuantMatrix, _program_rows, _q4_1_block,
-                      _q4_1_row_blocks, _q8_0_row_blocks, _row_rstd, _silu_times, _store_tile, _tail_step)
+from .kernels import (GEMV_ROWS, GEMV_STEP, PREFILL_BLOCKS, QK, QuantMatrix, _attention_f16, _position,
+                      _program_rows, _q4_1_block, _q4_1_row_blocks, _q8_0_row_blocks, _row_rstd, _silu_times,
+                      _store_tile, _tail_step)
+
+
+@triton.jit
+def _quantized_blocks(x):
+    """Rows of 32 activations x ([R, 32], fp32) as int8 blocks, as llama.cpp's quantize_row_q8_1 makes them:
+    the values (whole numbers in fp32, [R, 32]), the scales d and the scaled sums s ([R], through fp16). Every
+    kernel that quantizes does it here, so that fused and standalone quantizing give the same bits."""
+    top = tl.max(tl.abs(x), axis=1)
+    scale = tl.where(top != 0.0, 127.0 / top, 0.0)
+    q = libdevice.rint(x * scale[:, None])
+    d = top / 127.0
+    return q, d.to(tl.float16).to(tl.float32), (d * tl.sum(q, axis=1)).to(tl.float16).to(tl.float32)
+
+
+@triton.jit
+def _store_blocks(q_ptr, d_ptr, s_ptr, x, rows, first_block, K, mask):
+    """x ([R, 32]: rows `rows`' blocks first_block, each row's next) quantized into q [., K], d and s
+    [., K / 32], the rows in `mask`."""
+    q, d, s = _quantized_blocks(x)
+    at = rows * (K // 32) + first_block
+    tl.store(q_ptr + at[:, None] * 32 + tl.arange(0, 32)[None, :], q.to(tl.int8), mask=mask[:, None])
+    tl.store(d_ptr + at, d, mask=mask)
+    tl.store(s_ptr + at, s, mask=mask)
 
 
 @triton.jit
@@ -46,13 +70,10 @@ def quantize_q8_kernel(x_ptr, norm_ptr, q_ptr, d_ptr, s_ptr, K, stride_xm, eps, 
         x = tl.load(x_row + at, mask=inside, other=0.0)
         if NORM:
             x = x * rstd * tl.load(norm_ptr + at, mask=inside, other=0.0)
-        top = tl.max(tl.abs(x), axis=1)
-        scale = tl.where(top != 0.0, 127.0 / top, 0.0)
-        q = libdevice.rint(x * scale[:, None])
-        d = top / 127.0
+        q, d, s = _quantized_blocks(x)
         tl.store(q_ptr + row * K + at, q.to(tl.int8), mask=inside)
-        tl.store(d_ptr + row * blocks + blk, d.to(tl.float16).to(tl.float32), mask=mine)
-        tl.store(s_ptr + row * blocks + blk, (d * tl.sum(q, axis=1)).to(tl.float16).to(tl.float32), mask=mine)
+        tl.store(d_ptr + row * blocks + blk, d, mask=mine)
+        tl.store(s_ptr + row * blocks + blk, s, mask=mine)
 
 
 @triton.jit
@@ -96,13 +117,20 @@ def q4_1_q8_gemv_kernel(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, res_ptr, y_ptr, 
 
 
 @triton.jit
-def q4_1_q8_swiglu_gemv_kernel(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16_ptr, y_ptr, N, K,
-                               BLOCK_N: tl.constexpr, NB: tl.constexpr, NB_TAIL: tl.constexpr):
+def q4_1_q8_swiglu_gemv_kernel(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16_ptr, y_ptr, yq_ptr, yd_ptr,
+                               ys_ptr, N, K, BLOCK_N: tl.constexpr, NB: tl.constexpr, NB_TAIL: tl.constexpr,
+                               QUANTIZE: tl.constexpr):
+    """y = silu(x @ Wg^T) * (x @ Wu^T) for one quantized row of activations; with QUANTIZE, also y in int8
+    blocks (yq, yd, ys), for the product that follows: each program's BLOCK_N (32) values are one block."""
     start, end = _program_rows(N, BLOCK_N)
     for row in range(start, end):
         gate = _q4_1_q8_row_dot(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, row, K, NB, NB_TAIL)
         up = _q4_1_q8_row_dot(xq_ptr, xd_ptr, xs_ptr, wu_ptr, wu16_ptr, row, K, NB, NB_TAIL)
         tl.store(y_ptr + row, _silu_times(gate, up))
+    if QUANTIZE:
+        tl.static_assert(BLOCK_N == 32)
+        y = tl.load(y_ptr + start + tl.arange(0, 32))  # this program's own stores, just above
+        _store_blocks(yq_ptr, yd_ptr, ys_ptr, y[None, :], tl.arange(0, 1), start // 32, N, tl.full([1], 1, tl.int1))
 
 
 @triton.jit
@@ -138,13 +166,35 @@ def q4_1_q8_matmul_kernel(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, res_ptr, y_ptr
 
 
 @triton.jit
-def q4_1_q8_swiglu_kernel(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16_ptr, y_ptr, M, N, K, stride_ym,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def q4_1_q8_swiglu_kernel(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16_ptr, y_ptr, yq_ptr, yd_ptr, ys_ptr,
+                          M, N, K, stride_ym, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, QUANTIZE: tl.constexpr):
+    """The several-token swiglu; with QUANTIZE, also its result in int8 blocks: a tile's BLOCK_N (32) columns
+    are one block of each of its rows."""
     rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
     gate = _q4_1_q8_tile(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, rm, rn, M, N, K, BLOCK_M, BLOCK_N)
     up = _q4_1_q8_tile(xq_ptr, xd_ptr, xs_ptr, wu_ptr, wu16_ptr, rm, rn, M, N, K, BLOCK_M, BLOCK_N)
-    _store_tile(_silu_times(gate, up), y_ptr, y_ptr, rm, rn, M, N, stride_ym, False)
+    y = _silu_times(gate, up)
+    _store_tile(y, y_ptr, y_ptr, rm, rn, M, N, stride_ym, False)
+    if QUANTIZE:
+        tl.static_assert(BLOCK_N == 32)
+        _store_blocks(yq_ptr, yd_ptr, ys_ptr, y, rm, tl.program_id(0), N, rm < M)
+
+
+@triton.jit
+def attention_q8_kernel(q_ptr, k_cache_ptr, v_cache_ptr, oq_ptr, od_ptr, os_ptr, T, pos_ptr, scale, stride_qt,
+                        N_OUT, stride_ch, stride_cs, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
+                        BLOCK_T: tl.constexpr):
+    """The fp16-cache attention (kernels._attention_f16) with its output in int8 blocks, for the product that
+    follows: a head's HEAD_DIM values are HEAD_DIM / 32 whole blocks of its rows of the [T, N_OUT] output."""
+    out = _attention_f16(q_ptr, k_cache_ptr, v_cache_ptr, T, pos_ptr, scale, stride_qt, stride_ch, stride_cs, GROUP,
+                         HEAD_DIM, BLOCK_T)
+    per_head: tl.constexpr = HEAD_DIM // 32
+    rt = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
+    rows = tl.reshape(tl.broadcast_to(rt[:, None], [BLOCK_T, per_head]), [BLOCK_T * per_head])
+    first = tl.program_id(0) * per_head + tl.reshape(tl.broadcast_to(tl.arange(0, per_head)[None, :],
+                                                                      [BLOCK_T, per_head]), [BLOCK_T * per_head])
+    _store_blocks(oq_ptr, od_ptr, os_ptr, tl.reshape(out, [BLOCK_T * per_head, 32]), rows, first, N_OUT, rows < T)
 
 
 @triton.jit
@@ -183,48 +233,69 @@ QUANTIZE_STEP = 8  # blocks per step of the quantizing kernel
 
 @dataclass(frozen=True)
 class QuantizedRows:
-    """Activations [rows, cols] as int8 blocks: `q` int8 [rows, cols], `d` and `s` fp32 [rows, cols / 32]."""
+    """Activations [rows, cols] as int8 blocks: `q` int8 [rows, cols], `d` and `s` fp32 [rows, cols / 32]; and
+    `values`, the fp32 activations they were made from, where a kernel kept them."""
     q: torch.Tensor
     d: torch.Tensor
     s: torch.Tensor
+    values: torch.Tensor | None = None
 
     @property
     def rows(self) -> int:
         return self.q.shape[0]
 
+    @property
+    def cols(self) -> int:
+        return self.q.shape[1]
+
+    @classmethod
+    def empty(cls, rows: int, cols: int, values: torch.Tensor | None = None) -> "QuantizedRows":
+        if cols % QK:
+            raise ValueError(f"activations of width {cols}: a multiple of {QK} is needed")
+        return cls(torch.empty((rows, cols), dtype=torch.int8), torch.empty((rows, cols // QK), dtype=torch.float32),
+                   torch.empty((rows, cols // QK), dtype=torch.float32), values)
+
 
 def quantize(x, norm=None, eps=0.0) -> QuantizedRows:
     """x [M, K] fp32 (rmsnorm(x) * norm when norm is given) in int8 blocks of 32."""
     m, k = x.shape
-    if k % QK:
-        raise ValueError(f"activations of width {k}: a multiple of {QK} is needed")
-    q = torch.empty((m, k), dtype=torch.int8)
-    d = torch.empty((m, k // QK), dtype=torch.float32)
-    s = torch.empty((m, k // QK), dtype=torch.float32)
-    quantize_q8_kernel[(m,)](x, x if norm is None else norm, q, d, s, k, x.stride(0), eps, NORM=norm is not None,
-                             NB=QUANTIZE_STEP)
-    return QuantizedRows(q, d, s)
+    out = QuantizedRows.empty(m, k)
+    quantize_q8_kernel[(m,)](x, x if norm is None else norm, out.q, out.d, out.s, k, x.stride(0), eps,
+                             NORM=norm is not None, NB=QUANTIZE_STEP)
+    return out
+
+
+def _quantized(x, norm, eps) -> QuantizedRows:
+    """The activations of a product: x itself when a kernel before it quantized them already, else quantized
+    now (after the RMSNorm, when norm is given)."""
+    if isinstance(x, QuantizedRows):
+        if norm is not None:
+            raise ValueError("activations quantized already cannot be normalised: pass them unquantized")
+        return x
+    return quantize(x, norm, eps)
 
 
 def _check(x, w: QuantMatrix):
     """Before anything is quantized: x's width is w's."""
-    if x.shape[1] != w.cols:
-        raise ValueError(f"activations of width {x.shape[1]} against a matrix of {w.cols} columns")
+    width = x.cols if isinstance(x, QuantizedRows) else x.shape[1]
+    if width != w.cols:
+        raise ValueError(f"activations of width {width} against a matrix of {w.cols} columns")
 
 
 def linear(x, w: QuantMatrix, norm=None, residual=None, eps=0.0):
-    """(rmsnorm(x) * norm if norm is given else x) @ w^T (+ residual), the activations quantized first."""
+    """(rmsnorm(x) * norm if norm is given else x) @ w^T (+ residual), the activations quantized first (x
+    may come quantized: QuantizedRows)."""
     _check(x, w)
-    if w.kind == "Q8_0" and (residual is not None or x.shape[0] != 1):
+    xq = _quantized(x, norm, eps)
+    if w.kind == "Q8_0" and (residual is not None or xq.rows != 1):
         raise ValueError("the Q8_0 kernel is the output head: one row, no residual")
-    xq = quantize(x, norm, eps)
     m, k = xq.rows, w.cols
     y = torch.empty((m, w.rows), dtype=torch.float32)
     steps = dict(BLOCK_N=GEMV_ROWS, NB=GEMV_STEP, NB_TAIL=_tail_step(k))
     if w.kind == "Q8_0":
         q8_0_q8_gemv_kernel[(triton.cdiv(w.rows, GEMV_ROWS),)](xq.q, xq.d, w.values, w.halves, y, w.rows, k, **steps)
         return y
-    res = x if residual is None else residual
+    res = xq.d if residual is None else residual   # not read without a residual
     if m == 1:
         q4_1_q8_gemv_kernel[(triton.cdiv(w.rows, GEMV_ROWS),)](xq.q, xq.d, xq.s, w.data, w.halves, res, y, w.rows, k,
                                                              RESIDUAL=residual is not None, **steps)
@@ -236,20 +307,38 @@ def linear(x, w: QuantMatrix, norm=None, residual=None, eps=0.0):
     return y
 
 
-def swiglu(x, norm, gate: QuantMatrix, up: QuantMatrix, eps):
-    """silu(xn @ gate^T) * (xn @ up^T), xn = rmsnorm(x) * norm quantized once for both."""
+def swiglu(x, norm, gate: QuantMatrix, up: QuantMatrix, eps) -> QuantizedRows:
+    """silu(xn @ gate^T) * (xn @ up^T), xn = rmsnorm(x) * norm quantized once for both; the result comes in
+    int8 blocks (quantized by the same kernel, for the down projection) with its fp32 values."""
     _check(x, gate)
     _check(x, up)
     xq = quantize(x, norm, eps)
     m, k = xq.rows, gate.cols
-    y = torch.empty((m, gate.rows), dtype=torch.float32)
+    out = QuantizedRows.empty(m, gate.rows, torch.empty((m, gate.rows), dtype=torch.float32))
+    weights = (gate.data, gate.halves, up.data, up.halves)
     if m == 1:
-        q4_1_q8_swiglu_gemv_kernel[(triton.cdiv(gate.rows, GEMV_ROWS),)](
-            xq.q, xq.d, xq.s, gate.data, gate.halves, up.data, up.halves, y, gate.rows, k, BLOCK_N=GEMV_ROWS,
-            NB=GEMV_STEP, NB_TAIL=_tail_step(k))
-        return y
+        # a program's rows make one block of the result
+        q4_1_q8_swiglu_gemv_kernel[(triton.cdiv(gate.rows, QK),)](
+            xq.q, xq.d, xq.s, *weights, out.values, out.q, out.d, out.s, gate.rows, k, BLOCK_N=QK, NB=GEMV_STEP,
+            NB_TAIL=_tail_step(k), QUANTIZE=True)
+        return out
     bm, bn = PREFILL_BLOCKS
     q4_1_q8_swiglu_kernel[(triton.cdiv(gate.rows, bn), triton.cdiv(m, bm))](
-        xq.q, xq.d, xq.s, gate.data, gate.halves, up.data, up.halves, y, m, gate.rows, k, y.stride(0),
-        BLOCK_M=bm, BLOCK_N=bn)
-    return y
+        xq.q, xq.d, xq.s, *weights, out.values, out.q, out.d, out.s, m, gate.rows, k, out.values.stride(0),
+        BLOCK_M=bm, BLOCK_N=bn, QUANTIZE=True)
+    return out
+
+
+def attention(qkv, k_cache, v_cache, start_pos, n_heads, n_kv, head_dim) -> QuantizedRows:
+    """kernels.attention over the fp16 cache, its output in int8 blocks (for the output projection) made by
+    the attention kernel itself."""
+    if k_cache.dtype != torch.float16 or head_dim % QK:
+        raise ValueError(f"the int8 mode's attention reads an fp16 cache with heads of a multiple of {QK} values")
+    t = qkv.shape[0]
+    out = QuantizedRows.empty(t, n_heads * head_dim)
+    block_t = 1 if t == 1 else 16
+    attention_q8_kernel[(n_heads, triton.cdiv(t, block_t))](
+        qkv, k_cache, v_cache, out.q, out.d, out.s, t, _position(start_pos), head_dim ** -0.5, qkv.stride(0),
+        n_heads * head_dim, k_cache.stride(0), k_cache.stride(1), GROUP=n_heads // n_kv, HEAD_DIM=head_dim,
+        BLOCK_T=block_t)
+    return out

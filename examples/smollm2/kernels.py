@@ -342,12 +342,13 @@ def attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, o_ptr, T, pos_ptr, scale, 
 
 
 @triton.jit
-def attention_f16_kernel(q_ptr, k_cache_ptr, v_cache_ptr, o_ptr, T, pos_ptr, scale, stride_qt, stride_ot,
-                         stride_ch, stride_cs, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr):
-    """attention_kernel's result over an fp16 cache, computed as llama.cpp's CPU flash attention computes it
-    over its default fp16 cache, one key at a time: the queries rounded to fp16, the scale applied to each
-    product, the weighted sum of the values kept in fp16 (rounded after every key) and divided by the
-    softmax's sum at the end. Rounding where llama.cpp rounds is what lets the int8 mode give its tokens."""
+def _attention_f16(q_ptr, k_cache_ptr, v_cache_ptr, T, pos_ptr, scale, stride_qt, stride_ch, stride_cs,
+                   GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr):
+    """attention_kernel's result over an fp16 cache ([BLOCK_T, HEAD_DIM]: head program_id(0), queries
+    program_id(1) * BLOCK_T ...), computed as llama.cpp's CPU flash attention computes it over its default
+    fp16 cache, one key at a time: the queries rounded to fp16, the scale applied to each product, the
+    weighted sum of the values kept in fp16 (rounded after every key) and divided by the softmax's sum at the
+    end. Rounding where llama.cpp rounds is what lets the int8 mode give its tokens."""
     start_pos = tl.load(pos_ptr)
     h = tl.program_id(0)
     rt = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
@@ -374,8 +375,18 @@ def attention_f16_kernel(q_ptr, k_cache_ptr, v_cache_ptr, o_ptr, T, pos_ptr, sca
         acc = (acc * ms[:, None]).to(tl.float16).to(tl.float32)
         acc = (acc + v[None, :] * vs[:, None]).to(tl.float16).to(tl.float32)
         l_i = l_i * ms + vs
-    out = acc / l_i[:, None]
-    tl.store(o_ptr + rt[:, None] * stride_ot + h * HEAD_DIM + d[None, :], out, mask=tmask[:, None])
+    return acc / l_i[:, None]
+
+
+@triton.jit
+def attention_f16_kernel(q_ptr, k_cache_ptr, v_cache_ptr, o_ptr, T, pos_ptr, scale, stride_qt, stride_ot,
+                         stride_ch, stride_cs, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr):
+    """_attention_f16's result into o_ptr."""
+    out = _attention_f16(q_ptr, k_cache_ptr, v_cache_ptr, T, pos_ptr, scale, stride_qt, stride_ch, stride_cs, GROUP,
+                         HEAD_DIM, BLOCK_T)
+    rt = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
+    d = tl.arange(0, HEAD_DIM)
+    tl.store(o_ptr + rt[:, None] * stride_ot + tl.program_id(0) * HEAD_DIM + d[None, :], out, mask=(rt < T)[:, None])
 
 
 @triton.jit

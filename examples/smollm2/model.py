@@ -14,7 +14,7 @@ from spine.driver.graph import LaunchGraph
 
 from . import int8_kernels, kernels
 from .gguf_file import GGUFModel, LlamaConfig, read_gguf
-from .kernels import QuantMatrix, argmax, attention, embedding, rope_and_cache
+from .kernels import QuantMatrix, argmax, embedding, rope_and_cache
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class SmolLM2:
 
     @property
     def products(self):
-        """The module whose linear and swiglu the forward pass launches."""
+        """The module whose linear, swiglu and attention the forward pass launches."""
         return int8_kernels if self.int8 else kernels
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -140,7 +140,8 @@ class SmolLM2:
         qkv = linear(x, layer.qkv, norm=layer.attn_norm, eps=cfg.rms_eps)
         rope_and_cache(qkv, k_cache, v_cache, self.position, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
                        cfg.rope_base)
-        mixed = attention(qkv, k_cache, v_cache, self.position, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
+        mixed = self.products.attention(qkv, k_cache, v_cache, self.position, cfg.n_heads, cfg.n_kv_heads,
+                                        cfg.head_dim)
         x = linear(mixed, layer.out, residual=x)
         return linear(swiglu(x, layer.ffn_norm, layer.gate, layer.up, cfg.rms_eps), layer.down, residual=x)
 

@@ -102,11 +102,19 @@ def test_int8_kernels_against_llama_cpps_arithmetic(target, gguf, monkeypatch):
     torch.testing.assert_close(qn.d, d, rtol=1e-3, atol=0)
     blocks = (qn.q.float().reshape(q.shape), qn.d, qn.s)
     up = kernels.QuantMatrix("Q4_1", torch.from_numpy(np.array(gguf.tensor("blk.0.ffn_up.weight").data[:70])), 576)
+    up64 = kernels.QuantMatrix("Q4_1", torch.from_numpy(np.array(gguf.tensor("blk.0.ffn_up.weight").data[:64])), 576)
+    w64 = kernels.QuantMatrix("Q4_1", torch.from_numpy(np.array(gate.data[:64])), gate.shape[1])
     for m in (rows, 1):
         mine = tuple(t[:m] for t in blocks)
-        g, u = q4_1_q8_product(mine, w), q4_1_q8_product(mine, up)
-        torch.testing.assert_close(int8_kernels.swiglu(x[:m], norm, w, up, 1e-5), torch.nn.functional.silu(g) * u,
-                                   rtol=1e-4, atol=1e-4)
+        g, u = q4_1_q8_product(mine, w64), q4_1_q8_product(mine, up64)
+        out = int8_kernels.swiglu(x[:m], norm, w64, up64, 1e-5)
+        torch.testing.assert_close(out.values, torch.nn.functional.silu(g) * u, rtol=1e-4, atol=1e-4)
+        _assert_same_blocks(out, int8_kernels.quantize(out.values))
+
+
+def _assert_same_blocks(a, b):
+    """Two quantizations of the same values, bit for bit."""
+    assert torch.equal(a.q, b.q) and torch.equal(a.d, b.d) and torch.equal(a.s, b.s)
 
 
 def test_int8_kernels_refuse_what_they_cannot_take(gguf):
@@ -116,6 +124,11 @@ def test_int8_kernels_refuse_what_they_cannot_take(gguf):
         int8_kernels.quantize(torch.randn(2, 40))
     with pytest.raises(ValueError, match="width 64 against a matrix of 576 columns"):
         int8_kernels.linear(torch.randn(2, 64), w)
+    # swiglu's result comes in blocks of 32 for the product after it: 70 rows cannot make them
+    with pytest.raises(ValueError, match="width 70: a multiple of 32"):
+        int8_kernels.swiglu(torch.randn(1, 576), torch.ones(576), w, w, 1e-5)
+    with pytest.raises(ValueError, match="cannot be normalised"):
+        int8_kernels.linear(int8_kernels.quantize(torch.randn(1, 576)), w, norm=torch.ones(576))
 
 
 # How far llama.cpp's token may be below the int8 mode's top one, in logits, at the steps where they differ,
@@ -173,6 +186,9 @@ def test_attention_over_an_fp16_cache(target, monkeypatch):
     v_cache[:, start:start + t] = v.reshape(t, n_kv, head_dim).transpose(0, 1).half()
     for rows in (t, 1):
         out = kernels.attention(qkv[:rows], k_cache, v_cache, start, n_heads, n_kv, head_dim)
+        # the int8 mode's attention quantizes its output itself, as the standalone kernel would
+        _assert_same_blocks(int8_kernels.attention(qkv[:rows], k_cache, v_cache, start, n_heads, n_kv, head_dim),
+                            int8_kernels.quantize(out))
         keys = k_cache[:, :start + rows].float().repeat_interleave(n_heads // n_kv, 0)
         values = v_cache[:, :start + rows].float().repeat_interleave(n_heads // n_kv, 0)
         qh = q[:rows].reshape(rows, n_heads, head_dim).transpose(0, 1)
