@@ -40,6 +40,9 @@ from .source_lines import with_source_line
 GUEST_SYSROOT = "/usr/riscv64-linux-gnu"
 ALIGN = 64
 FAULT_REPORT = "spine-fault: "  # how cpp/fault_guard.c's report of a guest fault starts
+# How long a closed server may take to exit by itself (its lifeline watcher exits at once, a hung kernel
+# with it) before it is killed
+CLOSE_GRACE_S = 2.0
 _SIGNAL_MEANINGS = {signal.SIGSEGV: "invalid memory access", signal.SIGBUS: "misaligned or unmapped memory access",
                     signal.SIGILL: "illegal instruction (code for a CPU or extension QEMU does not emulate?)",
                     signal.SIGFPE: "arithmetic exception"}
@@ -144,14 +147,20 @@ class QemuServer:
         return self.proc is not None and self.proc.poll() is None
 
     def close(self) -> None:
+        """Ends the guest: its lifeline closes, and the server exits by itself (QEMU then runs its own exit
+        path: its log is flushed, a counting plugin writes its count); one that has not exited after
+        CLOSE_GRACE_S is killed."""
         proc = getattr(self, "proc", None)
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        self.proc = None
         for fd in getattr(self, "_fds", ()):
             os.close(fd)
         self._fds = []
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.wait(timeout=CLOSE_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.proc = None
 
     def request(self, command: int | None, payload: bytes, timeout: float | None = None) -> bytes:
         """One request and its reply (command None: only the reply, the server's hello)."""
