@@ -1,6 +1,7 @@
 /* In-process runtime for the host target, called from Python through ctypes (which drops the GIL for
  * the call, so the pool's threads run freely). Loaded with RTLD_GLOBAL: kernels bind to the device
  * print/assert functions of device_io.c in it. */
+#include "device_io.h"
 #include "grid.h"
 
 #ifdef __GLIBC__
@@ -16,6 +17,32 @@ int spine_host_run_grid(void *entry, void **args, int32_t gx, int32_t gy, int32_
 }
 
 int spine_host_num_cores(void) { return spine_num_cores(); }
+
+/* One launch of a replayed launch graph (spine/driver/graph.py): what spine_host_run_grid takes. */
+typedef struct {
+    void *entry;
+    void **args;
+    int32_t gx, gy, gz;
+    int32_t threads;    /* 0: the replay's */
+} spine_graph_launch_t;
+
+/* Runs launches[0 .. n) in order, one call for a whole graph where Python would make two a launch (the
+ * launch, then the check for a pending assertion failure). Returns n when every launch ran clean, else the
+ * index of the first that did not: its spine_run_grid code in *rc (0: it left an assertion failure). */
+int spine_host_run_graph(const spine_graph_launch_t *launches, int32_t n, int32_t threads, int64_t timeout_ns,
+                         int *rc) {
+    spine_grid_set_timeout_ns(timeout_ns);
+    for (int32_t i = 0; i < n; i++) {
+        const spine_graph_launch_t *l = &launches[i];
+        int code = spine_run_grid((spine_entry_fn)l->entry, l->args, l->gx, l->gy, l->gz,
+                                  l->threads ? l->threads : threads);
+        if (code || spine_assert_pending()) {
+            *rc = code;
+            return i;
+        }
+    }
+    return n;
+}
 
 /* Kernels run inside the user's Python process: a fault in one must become an exception, not a crash. */
 __attribute__((constructor)) static void guard_kernels(void) { spine_grid_guard_faults(1); }

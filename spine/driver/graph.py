@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ..proton import session as proton
 from .arguments import Arguments
+from .native import PreparedGraph, PreparedLaunch
 from .settings import runtime_settings
 
 # The graphs capturing now. The C++ launcher holds this very list (launcher.py) and sends every launch to
@@ -40,12 +41,30 @@ class RecordedLaunch:
     arguments: Arguments
 
     def prepared(self):
-        """A callable (settings, profiled) that runs this launch: the kernel's own prepared launch where
-        it has one (NativeKernel: the slots encoded once), else its launch()."""
+        """This launch ready to run again: the kernel's own prepared launch where it has one (NativeKernel:
+        a PreparedLaunch, its slots encoded once), else a callable (settings, profiled) that launches it."""
         prepare = getattr(self.kernel, "prepare", None)
         if prepare is not None:
             return prepare(self.grid, self.arguments)
         return lambda settings, profiled: self.kernel.launch(self.grid, self.arguments)
+
+
+def _steps(launches: list) -> list:
+    """The callables (settings, profiled) a replay runs: consecutive native launches of one runtime joined
+    into one PreparedGraph (one call into the runtime for all of them), any other launch alone."""
+    steps, group = [], []
+    for launch in launches:
+        prepared = launch.prepared()
+        if group and not (isinstance(prepared, PreparedLaunch) and prepared.kernel.runtime is group[0].kernel.runtime):
+            steps.append(PreparedGraph(group).run)
+            group = []
+        if isinstance(prepared, PreparedLaunch):
+            group.append(prepared)
+        else:
+            steps.append(prepared)
+    if group:
+        steps.append(PreparedGraph(group).run)
+    return steps
 
 
 class LaunchGraph:
@@ -81,7 +100,7 @@ class LaunchGraph:
         if self._thread is not None:
             raise RuntimeError("a graph cannot be replayed while it captures")
         if self._runs is None:
-            self._runs = [launch.prepared() for launch in self.launches]
+            self._runs = _steps(self.launches)
         settings = runtime_settings()   # read once: a bad variable raises before anything runs
         profiled = settings.capture or any(s.active for s in proton._sessions)
         for run in self._runs:

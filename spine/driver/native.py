@@ -32,6 +32,14 @@ from .source_lines import with_source_line
 # grid.h's SPINE_GRID_* codes
 GRID_FAULTED, GRID_INTERRUPTED, GRID_POISONED, GRID_TOO_LARGE = -1, -2, -3, -4
 
+
+
+class GraphLaunch(ctypes.Structure):
+    """host_runtime.c's spine_graph_launch_t: one launch of a replayed launch graph."""
+    _fields_ = [("entry", ctypes.c_void_p), ("args", ctypes.c_void_p), ("gx", ctypes.c_int32),
+                ("gy", ctypes.c_int32), ("gz", ctypes.c_int32), ("threads", ctypes.c_int32)]
+
+
 # Python's functions that install signal handlers the runtime's must stay in front of.
 _HANDLER_INSTALLERS = ((signal, "signal"), (faulthandler, "enable"), (faulthandler, "disable"),
                        (faulthandler, "register"), (faulthandler, "unregister"))
@@ -73,6 +81,9 @@ class NativeRuntime:
         lib.spine_place_for_kernel.restype = ctypes.c_int
         lib.spine_assert_pending.argtypes = []
         lib.spine_assert_pending.restype = ctypes.c_int
+        lib.spine_host_run_graph.argtypes = [ctypes.POINTER(GraphLaunch), ctypes.c_int32, ctypes.c_int32,
+                                             ctypes.c_int64, ctypes.POINTER(ctypes.c_int)]
+        lib.spine_host_run_graph.restype = ctypes.c_int32
         lib.spine_fault_guard_check_handlers.argtypes = []
         lib.spine_fault_guard_check_handlers.restype = None
         _keep_handlers_in_front(lib.spine_fault_guard_check_handlers)
@@ -155,27 +166,15 @@ class NativeKernel:
                                               self.runtime.profile.counter(), block, wall, started)
             proton.record_launch(launch, plan)
 
-    def prepare(self, grid, args: Arguments):
+    def prepare(self, grid, args: Arguments) -> "PreparedLaunch":
         """This launch made ready to run again and again (a launch graph's replay, graph.py): its slots
-        encoded once. The answer, called with the replay's RuntimeSettings and whether a profiler listens,
-        runs it; a profiled launch takes launch(), which records it."""
+        encoded once."""
         n = len(args.values)
         slots = (ctypes.c_uint64 * max(n, 1))(*args.slots())
         base = ctypes.addressof(slots)
         pointers = (ctypes.c_void_p * max(n, 1))(*range(base, base + 8 * n, 8))
-        run_grid, pending = self.runtime.lib.spine_host_run_grid, self.runtime.lib.spine_assert_pending
         requested = default_num_threads(args.threads) if args.threads else 0
-
-        def run(settings, profiled: bool) -> None:
-            if profiled or self.instrumented:
-                self.launch(grid, args)
-                return
-            rc = run_grid(self.entry, pointers, grid[0], grid[1], grid[2], requested or settings.threads,
-                          settings.timeout_ns)
-            if rc or pending():
-                self.check(rc)
-        run.slots = slots  # the arrays live as long as the launch
-        return run
+        return PreparedLaunch(self, grid, args, slots, pointers, requested)
 
     def check(self, rc: int) -> None:
         """Raises what a launch that returned `rc` ended in: a fault, a stop by Ctrl-C, a launch refused or
@@ -196,6 +195,45 @@ class NativeKernel:
         failure = self.runtime.take_assert_failure()
         if failure is not None:
             raise DeviceAssertionError(f"kernel '{self.name}': device assertion failed: {failure}")
+
+
+@dataclass
+class PreparedLaunch:
+    """A NativeKernel launch with its argument slots encoded (NativeKernel.prepare), kept alive with them."""
+    kernel: NativeKernel
+    grid: tuple
+    args: Arguments
+    slots: object
+    pointers: object
+    threads: int          # the kernel's own num_cpu_threads (0: the replay's)
+
+    def row(self) -> GraphLaunch:
+        return GraphLaunch(self.kernel.entry, ctypes.addressof(self.pointers), *self.grid, self.threads)
+
+
+class PreparedGraph:
+    """Prepared launches of one runtime, replayed in order by one call into it (spine_host_run_graph, where
+    a launch on its own costs two calls through ctypes); their table is built once."""
+
+    def __init__(self, launches: list):
+        self.launches = launches
+        self.runtime = launches[0].kernel.runtime
+        self.table = (GraphLaunch * len(launches))(*(p.row() for p in launches))
+        self.profiled_always = any(p.kernel.instrumented for p in launches)
+
+    def run(self, settings, profiled: bool) -> None:
+        """Runs the launches with the replay's RuntimeSettings; the first that faults or fails an assertion
+        raises as its launch would, and the rest do not run. Profiled (`profiled`, or a kernel with Proton
+        scopes) each takes NativeKernel.launch, which records it."""
+        if profiled or self.profiled_always:
+            for p in self.launches:
+                p.kernel.launch(p.grid, p.args)
+            return
+        rc = ctypes.c_int(0)
+        done = self.runtime.lib.spine_host_run_graph(self.table, len(self.launches), settings.threads,
+                                                     settings.timeout_ns, ctypes.byref(rc))
+        if done < len(self.launches):
+            self.launches[done].kernel.check(rc.value)
 
 
 class NativeExecutor:

@@ -89,6 +89,27 @@ def test_a_failed_assertion_in_a_replay_raises(target):
     graph.replay()
 
 
+def test_launches_after_a_failing_one_do_not_run(target):
+    """On the host a replay runs its launches in one call into the runtime: it stops at the first that
+    fails, as launching them one by one would, and raises that launch's error."""
+    n = 8
+    x, y, mid, out = torch.ones(n), torch.ones(n), torch.empty(n), torch.empty(n)
+    graph = LaunchGraph()
+    with graph.capture():
+        axpy_kernel[(1,)](x, y, mid, 1.0, n, BLOCK=16)
+        assert_positive_kernel[(1,)](x, debug=True)
+        axpy_kernel[(1,)](mid, y, out, 1.0, n, BLOCK=16)
+    assert len(graph) == 3 and out.tolist() == [3.0] * n
+    x.fill_(-1.0)
+    out.zero_()
+    with pytest.raises(DeviceAssertionError, match="x must be positive"):
+        graph.replay()
+    assert mid.tolist() == [0.0] * n and out.tolist() == [0.0] * n   # the first ran, the last did not
+    x.fill_(2.0)
+    graph.replay()
+    assert mid.tolist() == [3.0] * n and out.tolist() == [4.0] * n
+
+
 def test_misuse_is_a_clear_error(target):
     graph = LaunchGraph()
     x = torch.ones(4)
