@@ -23,9 +23,11 @@ The scheme is GotoBLAS's, at the size of one smt.dot (panel layouts in smt_panel
 
 Packing widens the inputs to the accumulator type (fp16/bf16 -> fp32, int8 -> int32), so the inner loop is
 the same for every input type. An fp32 B read across its rows (x @ W^T) is packed by blocks transposed in
-registers on x86 (smt_panels.pack_b). Two copies are skipped where the layout allows (x86, fixed width):
+registers on x86 (smt_panels.pack_b). Copies are skipped where the layout allows (x86, fixed width):
 A of the sums' type is read in place, its rows at their own stride, when its columns have unit stride
-(checked at run time; the packed path stays for the others); and when the B panels tile the columns of a
+(checked at run time; the packed path stays for the others); so is B when its columns are exactly one
+panel (NR: a small tile's, 8 x 32 x 8 as triton-cpu's tutorials take them, which spent more time packing B
+than multiplying); and when the B panels tile the columns of a
 row-major C_out exactly, the accumulators are stored into C_out itself (in the last block of steps, or in
 every block when C_out has the sums' type), without C panels and their write-back. Given a run-time row
 bound (the rows a masked tl.load keeps), no row of A past it is read and no row of C past it is touched:
@@ -152,6 +154,7 @@ class _Plan:
     lda: ir.Value = None
     row_bound: ir.Value = None   # A's rows from here on are never read (row_bound, at most M), else None
     c_stride: ir.Value = None    # C's row stride when C_out is a view (strided_out), else the padded N
+    ldb: ir.Value = None         # B read in place (bp a unit-stride view of it): its row stride, else None
 
     @property
     def kernel(self) -> MicroKernel:
@@ -189,6 +192,17 @@ class _Plan:
         L2 like a packed panel's rows)."""
         spec = self.spec
         return self.kernel.a_rows and not spec.a.packed and ir.Type.parse(spec.a.element) == self.acc
+
+    @property
+    def b_in_place(self) -> bool:
+        """Whether B may be read where it is when its columns have unit stride: a matrix of the sums' type
+        whose columns are exactly one panel (NR of them: a row of B is then a step's NV vectors, as in a
+        packed panel), packed by each call otherwise. Small products (a tile of 8 rows by 32 columns
+        over 8 steps at a time) spent more time packing B than multiplying."""
+        spec = self.spec
+        fixed_nr = self.kernel.vectors * ir.VectorType(self.vtype).shape[0]
+        return (not self.kernel.scalable and not spec.b_panels and not spec.b.packed and spec.b.cols == fixed_nr
+                and ir.Type.parse(spec.b.element) == self.acc)
 
     @property
     def c_panels(self) -> bool:
@@ -316,19 +330,27 @@ def _body(spec: PackedMatmul, a, b, c_in, c_out, rows=None) -> None:
     if rows is not None:
         rows = arith.MinUIOp(rows, im.const(spec.a.rows)).result
     plan = _Plan(spec, acc, vtype, vl, nr, panels_n, ap, bp, cp, out, row_bound=rows, c_stride=c_stride)
-    if not plan.a_in_place:
-        _k_blocks(plan, a, b)
-    else:
-        view, lda, unit = _rows_view(a)
-        branch = scf.IfOp(unit, has_else=True)
-        with ir.InsertionPoint(branch.then_block):
-            _k_blocks(replace(plan, a_rows=view, lda=lda), a, b)
-            scf.YieldOp([])
-        with ir.InsertionPoint(branch.else_block):
-            _k_blocks(plan, a, b)
-            scf.YieldOp([])
+    _in_place_or_packed(plan, plan.b_in_place, b, "ldb", lambda plan_b: _in_place_or_packed(
+        plan_b, plan_b.a_in_place, a, "lda", lambda plan_ab: _k_blocks(plan_ab, a, b)))
     if not plan.direct:
         panels.write_back(spec.c_out, c_out, spec.c_in, c_in, cp, plan.padded_n, acc, spec.in_place, rows)
+
+
+def _in_place_or_packed(plan: _Plan, possible: bool, x, stride: str, emit) -> None:
+    """emit(plan) once, or, where operand x (A: stride "lda", B: "ldb") may be read in place, twice: with
+    the plan reading it in place when its columns have unit stride (checked at run time), and as it is."""
+    if not possible:
+        emit(plan)
+        return
+    view, step, unit = _rows_view(x)
+    in_place = replace(plan, **({"a_rows": view, "lda": step} if stride == "lda" else {"bp": view, "ldb": step}))
+    branch = scf.IfOp(unit, has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        emit(in_place)
+        scf.YieldOp([])
+    with ir.InsertionPoint(branch.else_block):
+        emit(plan)
+        scf.YieldOp([])
 
 
 def _rows_view(a) -> tuple:
@@ -382,6 +404,8 @@ def _k_block(plan: _Plan, a, b, kb, steps: int, first, last: bool = False) -> No
     block = mul(mul(plan.panels_n, plan.nr), plan.kc)
     if spec.b_panels:
         b_block = mul(kb, block)               # this block's panels among all of them
+    elif plan.ldb is not None:
+        b_block = mul(k0, plan.ldb)            # B in place: this block's first row
     else:
         b_block = 0
         panels.pack_b(spec.b, b, plan.bp, plan.nr, plan.panels_n, k0, steps, plan.kc,
@@ -474,6 +498,7 @@ def _tile(plan: _Plan, ip, jp, k0, b_block, steps: int, first, last: bool = Fals
     else:
         a_base, a_step, a_row = mul(ip, kc * plan.mr), plan.mr, 1
     b_base = add(b_block, mul(mul(jp, kc), plan.nr))
+    b_step = plan.nr if plan.ldb is None else plan.ldb    # a panel's rows, or B's own (one panel: jp is 0)
     unroll = plan.kernel.unroll
     main = steps - steps % unroll
 
@@ -481,7 +506,7 @@ def _tile(plan: _Plan, ip, jp, k0, b_block, steps: int, first, last: bool = Fals
         def run(t, carried):
             for u in range(count):
                 step = add(t, u)
-                carried = _step(plan, add(a_base, mul(step, a_step)), a_row, add(b_base, mul(step, plan.nr)),
+                carried = _step(plan, add(a_base, mul(step, a_step)), a_row, add(b_base, mul(step, b_step)),
                                 carried, rows)
             return carried
         return run

@@ -143,6 +143,26 @@ def test_packed_matmul_paths(target, dtype, m, n, k, bm, bn, bk):
     torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-4, atol=1e-4)
 
 
+# Small tiles (8 x 32 x 8: triton-cpu's tutorials' fp32 blocks) take the packed matmul too; B's 32 columns
+# are one AVX-512 panel there, read where they are when their columns have unit stride (row-major B, and its
+# masked edge tiles, copied contiguous), packed otherwise: B read across its rows, and rows 4 KiB apart.
+@pytest.mark.parametrize("layout", ["row-major", "transposed", "rows 4 KiB apart"])
+@pytest.mark.parametrize("m,n,k", [(45, 70, 37), (64, 64, 64)])
+def test_small_tiles(target, layout, m, n, k):
+    a = torch.randn(m, k)
+    if layout == "row-major":
+        b = torch.randn(k, n)
+    elif layout == "transposed":
+        b = torch.randn(n, k).t()
+    else:
+        b = torch.randn(k, 1024)[:, :n]
+    c = torch.empty(m, n)
+    matmul_kernel[(triton.cdiv(m, 8), triton.cdiv(n, 32))](
+        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        BM=8, BN=32, BK=8)
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
 @triton.jit
 def fixed_b_kernel(a_ptr, b_ptr, c_ptr, M, BM: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
     rn = tl.arange(0, N)

@@ -142,6 +142,76 @@ CHECK: call @spine_smt_matmul_avx2_
 """)
 
 
+# x [8, 8] @ y [8, N]: a small tile, as triton-cpu's tutorials multiply
+SMALL_DOT = """
+module attributes {"spine.microkernel" = "MICROKERNEL"} {
+  tt.func public @k(%p: !tt.ptr<f32>, %q: !tt.ptr<f32>, %c: !tt.ptr<f32>) {
+    %ra = tt.make_range {end = 8 : i32, start = 0 : i32} : tensor<8xi32>
+    %rn = tt.make_range {end = N : i32, start = 0 : i32} : tensor<Nxi32>
+    %row = tt.expand_dims %ra {axis = 1 : i32} : tensor<8xi32> -> tensor<8x1xi32>
+    %c8 = arith.constant dense<8> : tensor<8x1xi32>
+    %cn = arith.constant dense<N> : tensor<8x1xi32>
+    %arow = arith.muli %row, %c8 : tensor<8x1xi32>
+    %brow = arith.muli %row, %cn : tensor<8x1xi32>
+    %acol = tt.expand_dims %ra {axis = 0 : i32} : tensor<8xi32> -> tensor<1x8xi32>
+    %bcol = tt.expand_dims %rn {axis = 0 : i32} : tensor<Nxi32> -> tensor<1xNxi32>
+    %ar = tt.broadcast %arow : tensor<8x1xi32> -> tensor<8x8xi32>
+    %ac = tt.broadcast %acol : tensor<1x8xi32> -> tensor<8x8xi32>
+    %aoffs = arith.addi %ar, %ac : tensor<8x8xi32>
+    %br = tt.broadcast %brow : tensor<8x1xi32> -> tensor<8xNxi32>
+    %bc = tt.broadcast %bcol : tensor<1xNxi32> -> tensor<8xNxi32>
+    %boffs = arith.addi %br, %bc : tensor<8xNxi32>
+    %ps = tt.splat %p : !tt.ptr<f32> -> tensor<8x8x!tt.ptr<f32>>
+    %pa = tt.addptr %ps, %aoffs : tensor<8x8x!tt.ptr<f32>>, tensor<8x8xi32>
+    %qs = tt.splat %q : !tt.ptr<f32> -> tensor<8xNx!tt.ptr<f32>>
+    %qb = tt.addptr %qs, %boffs : tensor<8xNx!tt.ptr<f32>>, tensor<8xNxi32>
+    %cs = tt.splat %c : !tt.ptr<f32> -> tensor<8xNx!tt.ptr<f32>>
+    %pc = tt.addptr %cs, %boffs : tensor<8xNx!tt.ptr<f32>>, tensor<8xNxi32>
+    %x = tt.load %pa : tensor<8x8x!tt.ptr<f32>>
+    %y = tt.load %qb : tensor<8xNx!tt.ptr<f32>>
+    %zero = arith.constant dense<0.0> : tensor<8xNxf32>
+    %d = tt.dot %x, %y, %zero : tensor<8x8xf32> * tensor<8xNxf32> -> tensor<8xNxf32>
+    tt.store %pc, %d : tensor<8xNx!tt.ptr<f32>>
+    tt.return
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("microkernel, n, b_in_place", [("avx512", 32, True), ("avx512", 64, False),
+                                                        ("avx2", 16, True), ("avx2", 32, False)])
+def test_a_small_dot_reads_b_in_place_when_it_is_one_panel(tmp_path, microkernel, n, b_in_place):
+    """8 x 8 times 8 x N goes through the packed matmul; B is read where it is (a view of its rows, like A's)
+    when its N columns are exactly one panel of the register block (AVX-512: 2 x 16, AVX2: 2 x 8), and packed
+    into panels otherwise."""
+    from mlir import ir
+    text = converted(SMALL_DOT.replace("MICROKERNEL", microkernel).replace("N", str(n)), tmp_path)
+    assert "call @spine_smt_matmul_" in text[text.index("func.func @k"):]
+    with ir.Context() as context:
+        context.allow_unregistered_dialects = True
+        module = ir.Module.parse(text)
+        matmul = next(op for op in module.body.operations
+                      if ir.StringAttr(op.attributes["sym_name"]).value.startswith("spine_smt_matmul_"))
+        # the first choice the function makes: whether B's columns have unit stride (in place), else A's
+        first = next(op for op in matmul.regions[0].blocks[0].operations if op.name == "scf.if")
+        panel = {"avx512": 32, "avx2": 16}[microkernel]
+        packs = [_panel_group_loads(region, panel) for region in first.regions]
+    # pack_b reads B a panel row (NV vectors: 32 or 16 lanes) at a time; in place, the kernel reads it itself
+    assert (packs[0] == 0) == b_in_place and packs[1] > 0, packs
+
+
+def _panel_group_loads(region, lanes: int) -> int:
+    """vector.load ops in `region` (nested ones too) of `lanes` lanes: a whole panel row, as pack_b reads B
+    (the micro-kernel's own loads are a register's)."""
+    from mlir import ir
+    count = 0
+    for block in region.blocks:
+        for op in block.operations:
+            count += op.name == "vector.load" and ir.VectorType(op.results[0].type).shape[0] == lanes
+            count += sum(_panel_group_loads(inner, lanes) for inner in op.regions)
+    return count
+
+
 def test_dot_without_a_named_microkernel_is_a_generic_loop_nest(tmp_path):
     filecheck(converted(with_microkernel(DOT), tmp_path), """
 CHECK-NOT: spine_smt_matmul
