@@ -3,6 +3,7 @@ eager torch on the dequantized weights, on the same threads, in one run.
 
     .venv/bin/python bench/llm.py [--threads N] [--prompt-tokens 128] [--new-tokens 64] [--skip-llama-cpp]
     .venv/bin/python bench/llm.py --riscv64-counts [--int8]   # guest instructions per decoded token, QEMU
+    .venv/bin/python bench/llm.py --riscv64-per-token          # both modes against llama.cpp's RVV build
 
 Host rows: prefill tokens/s (one pass over a prompt of `--prompt-tokens`) and decode tokens/s (`--new-tokens`
 single-token passes after it), best of `--rounds`, for Spine's fp32 activations and its int8 mode (llama.cpp's
@@ -13,7 +14,16 @@ SPINE_NUM_THREADS; torch's with torch.set_num_threads.
 riscv64 counts: every guest instruction inside Spine's kernels for one decode step after a 16-token prompt,
 counted by `spine.count` (QEMU's execution log). The step is the embedding, 30 identical layers and the head:
 one layer's kernels and the head's are counted and the layers multiplied out, which is exact because the
-layers have the same shapes and positions."""
+layers have the same shapes and positions.
+
+riscv64 per token, against llama.cpp: llama.cpp's RVV build (bench/llama_cpp.py riscv64) as `llama-bench
+-t 1 -pg P,N`, whole, under QEMU with the plugin counter of bench/qemu_plugin.py (QEMU's execution log, which
+spine.count reads, logs a few hundred thousand instructions a second: too slow for llama.cpp's model load).
+It runs for two values of N and the difference is divided by theirs: loading, the prompt and start-up cancel
+out, and what is left is decoded tokens at positions P + N. Spine's figures are the riscv64 counts above.
+The two counters count the same thing, retired guest instructions (`bench/qemu_plugin.py` runs one program
+under both); Spine's kernels cannot run on the plugin's QEMU 7.2, which aborts translating them (an
+assertion in its RISC-V decoder, fixed in later versions)."""
 from __future__ import annotations
 
 import argparse
@@ -157,6 +167,31 @@ def riscv64_counts(gguf, int8: bool = False) -> dict:
     return {"per_token": per_token, "parts": total, "kernels": counts, "layers": layers}
 
 
+# decoded tokens of the two runs llama.cpp's per-token figure is the difference of
+PER_TOKEN_RUNS = (2, 10)
+
+
+def llama_cpp_riscv64_per_token(path: str, prompt_tokens: int) -> float:
+    """Guest instructions per decoded token of llama.cpp's RVV build, llama-bench on one thread (see the
+    module's docstring)."""
+    import tempfile
+    import qemu_plugin
+    from llama_cpp import build
+    bench = os.path.join(build("riscv64"), "llama-bench")
+    counts = []
+    with tempfile.TemporaryDirectory(prefix="spine-llama-cpp-count-") as workdir:
+        for decode in PER_TOKEN_RUNS:
+            prefix = os.path.join(workdir, f"decode-{decode}")
+            argv, env = qemu_plugin.counting_command(
+                [bench, "-m", path, "-t", "1", "-r", "1", "-p", "0", "-n", "0", "-pg", f"{prompt_tokens},{decode}"],
+                prefix)
+            subprocess.run(argv, env=env, check=True, capture_output=True)
+            counts.append(qemu_plugin.instructions(prefix))
+            print(f"llama.cpp, {prompt_tokens}-token prompt and {decode} decoded: {counts[-1]} instructions",
+                  file=sys.stderr, flush=True)
+    return (counts[1] - counts[0]) / (PER_TOKEN_RUNS[1] - PER_TOKEN_RUNS[0])
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=os.cpu_count())
@@ -166,6 +201,7 @@ def main(argv=None):
     parser.add_argument("--skip-llama-cpp", action="store_true")
     parser.add_argument("--riscv64-counts", action="store_true")
     parser.add_argument("--int8", action="store_true", help="--riscv64-counts of the int8 mode")
+    parser.add_argument("--riscv64-per-token", action="store_true")
     args = parser.parse_args(argv)
     os.environ["SPINE_NUM_THREADS"] = str(args.threads)
     from smollm2.gguf_file import read_gguf
@@ -175,6 +211,17 @@ def main(argv=None):
         print(json.dumps(riscv64_counts(gguf, args.int8), indent=1))
         return
     prompt = prompt_ids(build_tokenizer(gguf.fields), args.prompt_tokens)
+    if args.riscv64_per_token:
+        ref = llama_cpp_riscv64_per_token(gguf.path, args.prompt_tokens)
+        rows = {"llama.cpp (RVV)": ref}
+        for int8, name in ((True, "Spine, int8 activations"), (False, "Spine, fp32 activations")):
+            rows[name] = riscv64_counts(gguf, int8)["per_token"]
+            print(f"{name}: {rows[name]} instructions per token", file=sys.stderr, flush=True)
+        print(f"| SmolLM2-135M Q4_1, riscv64 (VLEN 256) | guest instructions per decoded token | / llama.cpp |")
+        print("|---|---|---|")
+        for name, count in rows.items():
+            print(f"| {name} | {count / 1e6:.1f} M | {count / ref:.2f} |")
+        return
     rows = {"Spine": spine_host(gguf, prompt, args.new_tokens, args.rounds),
             "Spine, int8 activations": spine_host(gguf, prompt, args.new_tokens, args.rounds, int8=True),
             "eager torch (fp32, dequantized)": torch_host(gguf, prompt, args.new_tokens, args.rounds, args.threads)}
