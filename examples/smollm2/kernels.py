@@ -369,8 +369,11 @@ def _attention_f16(q_ptr, k_cache_ptr, v_cache_ptr, T, pos_ptr, scale, stride_qt
         score = tl.sum(q * k[None, :], axis=1) * scale
         seen = s <= pos
         higher = seen & (score > m_i)
-        ms = tl.where(higher, tl.exp(m_i - score), 1.0)
-        vs = tl.where(higher, 1.0, tl.where(seen, tl.exp(score - m_i), 0.0))
+        # llama.cpp's two exponentials, exp(m_i - score) where the score is higher and exp(score - m_i)
+        # where not, are both exp(-|score - m_i|): one per key, the same bits
+        e = tl.exp(-tl.abs(score - m_i))
+        ms = tl.where(higher, e, 1.0)
+        vs = tl.where(higher, 1.0, tl.where(seen, e, 0.0))
         m_i = tl.where(higher, score, m_i)
         acc = (acc * ms[:, None]).to(tl.float16).to(tl.float32)
         acc = (acc + v[None, :] * vs[:, None]).to(tl.float16).to(tl.float32)
