@@ -12,6 +12,7 @@ from mlir import ir
 
 from . import index_math as im
 from . import states as st
+from . import wraparound
 from .converter import handles, handles_dialects
 from .pointer_select import convert_pointer_select
 from .types import element_type, is_bool, shape_of
@@ -24,6 +25,12 @@ def _symbolic_result(conv, op):
     """The state of the op's result when its structure survives, else None."""
     name = op.operation.name
     args = [conv.state(v) for v in op.operands]
+    if any(isinstance(a, st.WrappedIndex) for a in args):
+        if name in _CASTS and len(args) == 1 and not is_bool(op.results[0].type):
+            return wraparound.cast(args[0], element_type(op.results[0].type))
+        return wraparound.arithmetic(name, args)
+    if name in ("arith.remsi", "arith.remui") and len(args) == 2:
+        return wraparound.remainder(args[0], args[1])
     if all(isinstance(a, st.AffineIndex) for a in args) and args:
         a = args[0]
         if name == "arith.addi":
@@ -121,7 +128,7 @@ def convert_elementwise(conv, op):
         state = _uniform_result(conv, op)            # splats: the op itself, in the TTIR type
     if state is None:
         state = _symbolic_result(conv, op)
-        if isinstance(state, (st.AffineIndex, st.MaskState)):
+        if isinstance(state, (st.AffineIndex, st.MaskState, st.WrappedIndex)):
             # Index arithmetic does not wrap like the TTIR integer type; as data, recompute the op.
             state = replace(state, exact_value=lambda: _recomputed(conv, op))
     if state is not None:

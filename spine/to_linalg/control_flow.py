@@ -28,11 +28,15 @@ from .types import is_bool, is_pointer
 class Carried:
     """How one loop-carried value travels through the loop's region boundary, as zero or more values."""
     kind: str          # "value"; "offset" (structured: offset only); "offsets" (block pointer: per-dim
-    template: object = None  # offsets); "gather" (offsets tensor); "bytes" (boolean tensor as i8)
+    template: object = None  # offsets); "gather" (offsets tensor); "bytes" (boolean tensor as i8);
+    #                          "wrapped" (a WrappedPointer: its affine form's offset; condition and
+    #                          correction stay those it entered with)
 
     def initial(self, state) -> list:
         if self.kind == "offset":
             return [im.as_value(state.offset)]
+        if self.kind == "wrapped":
+            return [im.as_value(state.fast.offset)]
         if self.kind == "offsets":
             return [im.as_value(o) for o in state.offsets]
         if self.kind == "gather":
@@ -41,7 +45,7 @@ class Carried:
 
     def types(self, ttir_type: ir.Type) -> list:
         """Types of the values this carry travels as (a plain value keeps its TTIR type)."""
-        if self.kind == "offset":
+        if self.kind in ("offset", "wrapped"):
             return [ir.IndexType.get()]
         if self.kind == "offsets":
             return [ir.IndexType.get()] * len(self.template.offsets)
@@ -62,6 +66,8 @@ class Carried:
             return replace(state, exact_value=None) if isinstance(state, st.AffineIndex) else state
         if self.kind == "offsets":
             return replace(self.template, offsets=tuple(values))
+        if self.kind == "wrapped":
+            return replace(self.template, fast=replace(self.template.fast, offset=values[0]))
         if self.kind == "gather":
             return replace(self.template, offsets=values[0])
         if self.kind == "bytes":
@@ -78,8 +84,13 @@ class Carried:
             return (isinstance(state, st.BlockPointer) and state.base == t.base
                     and state.block_shape == t.block_shape and im.same(state.base_offset, t.base_offset)
                     and all(im.same(a, b) for a, b in zip(state.shape + state.strides, t.shape + t.strides)))
+        if self.kind == "wrapped":
+            # the same condition and correction objects: only affine offsets were added in the loop
+            return (isinstance(state, st.WrappedPointer) and state.holds == t.holds
+                    and state.correction is t.correction and Carried("offset", t.fast).compatible(state.fast))
         if self.kind == "gather":
-            return isinstance(state, (st.PointerState, st.GatherPointer)) and state.base == t.base
+            base = state.fast.base if isinstance(state, st.WrappedPointer) else getattr(state, "base", None)
+            return isinstance(state, (st.PointerState, st.GatherPointer, st.WrappedPointer)) and base == t.base
         return True
 
 
@@ -110,7 +121,9 @@ def carry_for(conv, state, key, ttir_type) -> Carried:
         return Carried("offsets", state)
     if isinstance(state, (st.PointerState, st.AffineIndex)) and key not in conv.forced_gather:
         return Carried("offset", state)
-    if isinstance(state, (st.PointerState, st.GatherPointer)):
+    if isinstance(state, st.WrappedPointer) and key not in conv.forced_gather:
+        return Carried("wrapped", state)
+    if isinstance(state, (st.PointerState, st.GatherPointer, st.WrappedPointer)):
         return Carried("gather", as_gather(state))
     return Carried("value")
 
@@ -133,7 +146,7 @@ def _enter_loop(conv, operands, loop_id) -> tuple[list, list]:
 def yielded_values(conv, carried: Carried, value: ir.Value, key) -> list:
     state = conv.state(value)
     if not carried.compatible(state):
-        if carried.kind == "offset":
+        if carried.kind in ("offset", "wrapped"):
             raise RetryWithGather(key)
         raise conv.unsupported_use(value, "a loop-carried pointer whose base, shape or strides change")
     if carried.kind == "value":
@@ -235,6 +248,8 @@ class IfResult:
         if self.kind == "value":
             return conv.concrete(value)
         state = conv.state(value)
+        if isinstance(state, st.WrappedPointer):
+            state = as_gather(state)      # its exact addresses: the branches' conditions may differ
         if not isinstance(state, (st.PointerState, st.GatherPointer)):
             raise conv.unsupported_use(value, "an if that yields a block pointer")
         if self.template is None:

@@ -14,10 +14,14 @@ from mlir import ir
 
 from ..errors import SpineCompilationError, describe_location
 from . import materialize
-from .states import BoolBytes, GatherPointer, PointerState
+from .states import BoolBytes, GatherPointer, PointerState, WrappedPointer
 from .types import is_bool
 
 HANDLERS: Dict[str, Callable] = {}
+# The ops whose handlers take a WrappedPointer operand as it is (wraparound.py); any other gets its exact
+# addresses as a gather
+WRAP_AWARE = frozenset({"tt.addptr", "tt.load", "tt.store", "tt.expand_dims", "tt.broadcast", "scf.for",
+                        "scf.if", "scf.yield"})
 # dialect prefix ("arith.") → the handler of every op of that dialect without a handler of its own
 DIALECT_HANDLERS: Dict[str, Callable] = {}
 
@@ -89,7 +93,7 @@ class Converter:
     def concrete(self, value: ir.Value) -> ir.Value:
         """The concrete value, materialising (and remembering) a symbolic state."""
         state = self.state(value)
-        if isinstance(state, (PointerState, GatherPointer)):
+        if isinstance(state, (PointerState, GatherPointer, WrappedPointer)):
             raise self.unsupported_use(value, "a pointer used as a plain value")
         if isinstance(state, BoolBytes):
             return materialize.bool_from_bytes(state.value)
@@ -115,6 +119,7 @@ class Converter:
                 handler = DIALECT_HANDLERS.get(name.split(".", 1)[0] + ".")
             if handler is None:
                 raise self.unsupported(op)
+            exact = {} if name in WRAP_AWARE else self._exact_pointers(op)
             try:
                 handler(self, op)
             except (SpineCompilationError, RetryWithGather, ir.MLIRError):
@@ -122,6 +127,19 @@ class Converter:
             except (TypeError, ValueError, KeyError, IndexError, AttributeError, NotImplementedError) as err:
                 # A case a handler does not expect must still name the op and the kernel's source line.
                 raise self.unsupported(op, f"{type(err).__name__}: {err}") from err
+            finally:
+                self.values.update(exact)
+
+    def _exact_pointers(self, op) -> dict:
+        """For an op that does not know WrappedPointer (wraparound.py): its wrapped pointer operands bound
+        to their exact addresses, a gather made here, for this op alone. Returns what to bind back."""
+        saved = {}
+        for value in op.operands:
+            state = self.values.get(value)
+            if isinstance(state, WrappedPointer) and value not in saved:
+                saved[value] = state
+                self.values[value] = materialize.gather_pointer(state)
+        return saved
 
     def clone(self, op) -> None:
         """Clone an upstream op at the insertion point with its operands made concrete (boolean tensors

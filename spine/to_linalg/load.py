@@ -65,19 +65,43 @@ def convert_load(conv, op):
         fill = _block_pointer_padding(op, ptr.element_type)
         conv.bind(result, _structured_load(conv, op, ptr, mask, fill, _reads_in_place(conv, ptr, result)))
         return
-    if not isinstance(ptr, (st.PointerState, st.GatherPointer)):
+    if not isinstance(ptr, (st.PointerState, st.GatherPointer, st.WrappedPointer)):
         raise conv.unsupported(op, "load through a pointer of unknown origin")
     fill = _fill_scalar(other, element_type(result.type))
-    shape = shape_of(result.type)
-    if isinstance(ptr, st.PointerState) and (mask is None or isinstance(mask, st.MaskState)):
-        value = _structured_load(conv, op, ptr, mask, fill, _reads_in_place(conv, ptr, result))
+    if isinstance(ptr, st.WrappedPointer):
+        value = _wrapped_load(conv, op, parts, ptr, mask, fill)
     else:
-        gather = ptr if isinstance(ptr, st.GatherPointer) else materialize.gather_pointer(ptr)
-        mask_value = mask_bytes(conv.concrete(parts["mask"])) if mask is not None else None
-        value = _gather_load(conv, op, gather, mask_value, fill, shape)
+        in_place = isinstance(ptr, st.PointerState) and _reads_in_place(conv, ptr, result)
+        value = _tile_load(conv, op, parts, ptr, mask, fill, in_place)
     if mask is not None and other is not None and not _is_splat(other):
         value = arith.SelectOp(conv.concrete(parts["mask"]), value, conv.concrete(parts["other"])).result
     conv.bind(result, value)
+
+
+def _tile_load(conv, op, parts, ptr, mask, fill: ir.Value, in_place: bool) -> ir.Value:
+    """The tile through a structured pointer (a strided block copy, or a view where it is read in place)
+    when its mask is a MaskState too, else a gather."""
+    if isinstance(ptr, st.PointerState) and (mask is None or isinstance(mask, st.MaskState)):
+        return _structured_load(conv, op, ptr, mask, fill, in_place)
+    gather = ptr if isinstance(ptr, st.GatherPointer) else materialize.gather_pointer(ptr)
+    mask_value = mask_bytes(conv.concrete(parts["mask"])) if mask is not None else None
+    return _gather_load(conv, op, gather, mask_value, fill, shape_of(op.results[0].type))
+
+
+def _wrapped_load(conv, op, parts, ptr: st.WrappedPointer, mask, fill: ir.Value) -> ir.Value:
+    """A tile through a pointer whose remainder wraps nowhere in it where `holds` (wraparound.py): the
+    strided block copy there (or the tile read in place, unmasked), a gather of the exact addresses
+    otherwise. Nothing learnt inside a branch (a zero-padded tile's row count) is kept for the ops after
+    it: a masked tile is copied, so that its rows past the mask are zeros as the ops after it expect."""
+    result = op.results[0]
+    in_place = mask is None and _reads_in_place(conv, ptr.fast, result)
+    branch = scf.IfOp(ptr.holds, [result.type], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        scf.YieldOp([_tile_load(conv, op, parts, ptr.fast, mask, fill, in_place)])
+    with ir.InsertionPoint(branch.else_block):
+        scf.YieldOp([_tile_load(conv, op, parts, materialize.gather_pointer(ptr), mask, fill, in_place=False)])
+    conv.zero_padded_rows.pop(result, None)
+    return branch.results[0]
 
 
 def _block_pointer_padding(op, elem: ir.Type) -> ir.Value:

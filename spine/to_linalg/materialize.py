@@ -6,7 +6,7 @@ from mlir.dialects import arith
 
 from . import builders as b
 from . import index_math as im
-from .states import AffineIndex, BoolBytes, GatherPointer, MaskState, PointerState, SplatValue
+from .states import AffineIndex, BoolBytes, GatherPointer, MaskState, PointerState, SplatValue, WrappedPointer
 from .types import is_bool
 
 
@@ -33,7 +33,13 @@ def mask_tensor(state: MaskState) -> ir.Value:
     return b.tabulate(state.shape, ir.IntegerType.get_signless(1), at)
 
 
-def gather_pointer(state: PointerState) -> GatherPointer:
+def gather_pointer(state) -> GatherPointer:
+    """A structured pointer's addresses as a gather (a WrappedPointer's exact ones: its affine form's plus
+    its correction)."""
+    if isinstance(state, WrappedPointer):
+        gather = gather_pointer(state.fast)
+        return GatherPointer(gather.base, gather.element_type, gather.shape,
+                             arith.AddIOp(gather.offsets, state.correction()).result)
     i64 = ir.IntegerType.get_signless(64)
     offsets = b.tabulate(state.shape, i64,
                          lambda ivs: im.to_integer(_affine_at(state.offset, state.strides, ivs), i64))

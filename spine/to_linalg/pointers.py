@@ -10,6 +10,7 @@ from mlir.dialects import arith
 from . import index_math as im
 from . import materialize
 from . import states as st
+from . import wraparound
 from .addresses import address_of, memref_at
 from .converter import handles
 
@@ -39,7 +40,12 @@ def convert_addptr(conv, op):
     if isinstance(ptr, st.PointerState) and isinstance(offset, st.AffineIndex):
         conv.bind(result, st.offset_pointer(ptr, offset))
         return
-    if not isinstance(ptr, (st.PointerState, st.GatherPointer)):
+    if isinstance(ptr, st.WrappedPointer) or isinstance(offset, st.WrappedIndex):
+        wrapped = wraparound.offset_pointer(ptr, offset)   # a remainder that wraps nowhere in the tile
+        if wrapped is not None:
+            conv.bind(result, wrapped)
+            return
+    if not isinstance(ptr, (st.PointerState, st.GatherPointer, st.WrappedPointer)):
         raise conv.unsupported(op, "pointer of unknown origin")
     gather = _as_gather(ptr)
     offsets = arith.AddIOp(gather.offsets, _offsets_i64(conv.concrete(op.operands[1]))).result

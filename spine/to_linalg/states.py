@@ -13,6 +13,10 @@ immutable states record the recognised structure:
     BoolBytes     a computed boolean tensor, kept as i8 (each use compares it to 0)
     IntegerAddress  tensors of pointers made from integers (tt.int_to_ptr): the i64 addresses, never
                   dereferenced (a scalar one is a PointerState into memory at that address)
+    WrappedIndex  an AffineIndex wherever a run-time condition holds: `(pid * B + arange(B)) % M`, which
+                  wraps around only where the tile runs past M
+    WrappedPointer  a PointerState wherever such a condition holds, a gather's addresses everywhere:
+                  loads and stores branch on the condition (`a_ptr + (offs % M)[:, None] * stride`)
 
 The combinators are pure: they return a new state, or None when the structure is lost, in which case the
 converter materialises concrete tensors (materialize.py) and falls back to the general path.
@@ -108,6 +112,36 @@ class BoolBytes:
     value: ir.Value
 
 
+@dataclass(frozen=True)
+class WrappedIndex:
+    """An integer tensor that is `fast` wherever `holds` (an i1 scalar) is true: a remainder of an affine
+    index by a uniform modulus where no element wraps around (Triton's matmul tutorial keeps its tiles in
+    bounds with `offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M`: only a tile that runs past M
+    wraps). `exact_value` gives the TTIR value itself, wrapped or not."""
+    fast: AffineIndex
+    holds: ir.Value
+    exact_value: Optional[Callable[[], ir.Value]] = field(default=None, compare=False)
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return self.fast.shape
+
+
+@dataclass(frozen=True)
+class WrappedPointer:
+    """A pointer tensor that is `fast` wherever `holds` is true; everywhere, its addresses are fast's plus
+    correction() (i64 elements, fast's shape: where a remainder wrapped, how far back it went). Loads and
+    stores take fast's structured path when `holds`, a gather otherwise; adding a uniform or affine offset
+    moves fast and keeps the correction, so a K loop's `ptrs += BLOCK_K * stride` carries it."""
+    fast: PointerState
+    holds: ir.Value
+    correction: Callable[[], ir.Value] = field(compare=False)
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return self.fast.shape
+
+
 State = object  # one of the dataclasses above, or a plain ir.Value for a concrete value
 
 
@@ -115,6 +149,8 @@ State = object  # one of the dataclasses above, or a plain ir.Value for a concre
 
 def expand_dims(state, axis: int):
     """(Recipes of exact values do not follow; tensor_ops.py reshapes them.)"""
+    if isinstance(state, WrappedIndex):
+        return WrappedIndex(expand_dims(state.fast, axis), state.holds)
     if isinstance(state, AffineIndex):
         return replace(state, shape=_insert(state.shape, axis, 1), strides=_insert(state.strides, axis, 0),
                        exact_value=None)
@@ -130,6 +166,8 @@ def expand_dims(state, axis: int):
 
 def broadcast(state, shape: Tuple[int, ...]):
     """Broadcast size-1 dims to `shape`; a size-1 dim's stride no longer matters and becomes 0."""
+    if isinstance(state, WrappedIndex):
+        return WrappedIndex(broadcast(state.fast, shape), state.holds)
     if isinstance(state, PointerState):
         strides = tuple(s if old == new else 0 for s, old, new in zip(state.strides, state.shape, shape))
         return replace(state, shape=tuple(shape), strides=strides)

@@ -34,14 +34,31 @@ def convert_store(conv, op):
     mask = conv.state(parts["mask"]) if parts["mask"] is not None else None
     if isinstance(ptr, st.BlockPointer):
         ptr, mask = as_pointer_and_mask(ptr, boundary_check(op))
-    if not isinstance(ptr, (st.PointerState, st.GatherPointer)):
+    if not isinstance(ptr, (st.PointerState, st.GatherPointer, st.WrappedPointer)):
         raise conv.unsupported(op, "store through a pointer of unknown origin")
-    if ptr.base in conv.argument_of:   # not an smt scratch buffer (smt_scratch.py)
-        conv.written_args.add(conv.argument_of[ptr.base])
+    base = ptr.fast.base if isinstance(ptr, st.WrappedPointer) else ptr.base
+    if base in conv.argument_of:   # not an smt scratch buffer (smt_scratch.py)
+        conv.written_args.add(conv.argument_of[base])
     value = conv.concrete(parts["value"])
     if isinstance(ptr, st.PointerState) and not ptr.shape:
         _scalar_store(conv, op, ptr, value, parts["mask"])
-    elif isinstance(ptr, st.PointerState) and (mask is None or isinstance(mask, st.MaskState)):
+    elif isinstance(ptr, st.WrappedPointer):
+        # a remainder that wraps nowhere in the tile where `holds` (wraparound.py): structured there
+        branch = scf.IfOp(ptr.holds, [], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            _tile_store(conv, op, parts, ptr.fast, value, mask)
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):
+            _tile_store(conv, op, parts, materialize.gather_pointer(ptr), value, mask)
+            scf.YieldOp([])
+    else:
+        _tile_store(conv, op, parts, ptr, value, mask)
+
+
+def _tile_store(conv, op, parts, ptr, value: ir.Value, mask) -> None:
+    """A tile through a structured pointer with a MaskState mask (or none): into a strided view; any other
+    element by element."""
+    if isinstance(ptr, st.PointerState) and (mask is None or isinstance(mask, st.MaskState)):
         _structured_store(conv, op, ptr, value, mask)
     else:
         gather = ptr if isinstance(ptr, st.GatherPointer) else materialize.gather_pointer(ptr)

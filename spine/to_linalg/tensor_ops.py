@@ -16,6 +16,7 @@ from . import builders as b
 from . import index_math as im
 from . import materialize
 from . import states as st
+from . import wraparound
 from .converter import handles
 from .types import element_type, is_bool, is_integer, shape_of
 
@@ -57,6 +58,10 @@ def convert_expand_dims(conv, op):
     if expanded is not None and recipe is not None:
         shape = shape_of(op.results[0].type)
         expanded = replace(expanded, exact_value=lambda: _expand_shape(recipe(), axis, shape))
+    if isinstance(source, st.WrappedPointer):
+        shape = shape_of(op.results[0].type)
+        expanded = wraparound.reshaped(source, st.expand_dims(source.fast, axis),
+                                       lambda c: _expand_shape(c, axis, shape))
     if expanded is None:
         if isinstance(source, st.GatherPointer):
             offsets = _expand_shape(source.offsets, axis, shape_of(op.results[0].type))
@@ -91,6 +96,8 @@ def convert_broadcast(conv, op):
     recipe = getattr(source, "exact_value", None)
     if result is not None and recipe is not None:
         result = replace(result, exact_value=lambda: broadcast_tensor(recipe(), shape))
+    if isinstance(source, st.WrappedPointer):
+        result = wraparound.reshaped(source, st.broadcast(source.fast, shape), lambda c: broadcast_tensor(c, shape))
     if result is None:
         if isinstance(source, st.GatherPointer):
             result = st.GatherPointer(source.base, source.element_type, shape,

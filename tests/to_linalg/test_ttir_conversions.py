@@ -212,6 +212,50 @@ def _panel_group_loads(region, lanes: int) -> int:
     return count
 
 
+# x[(pid * 16 + arange(16)) % n] copied to y[pid * 16 + arange(16)]: a tile through a remainder
+REMAINDER_LOAD = """
+module {
+  tt.func public @k(%p: !tt.ptr<f32>, %q: !tt.ptr<f32>, %n: i32) {
+    %pid = tt.get_program_id x : i32
+    %c16 = arith.constant 16 : i32
+    %start = arith.muli %pid, %c16 : i32
+    %r = tt.make_range {end = 16 : i32, start = 0 : i32} : tensor<16xi32>
+    %s = tt.splat %start : i32 -> tensor<16xi32>
+    %i = arith.addi %s, %r : tensor<16xi32>
+    %ns = tt.splat %n : i32 -> tensor<16xi32>
+    %j = arith.REM %i, %ns : tensor<16xi32>
+    %ps = tt.splat %p : !tt.ptr<f32> -> tensor<16x!tt.ptr<f32>>
+    %pa = tt.addptr %ps, %j : tensor<16x!tt.ptr<f32>>, tensor<16xi32>
+    %x = tt.load %pa : tensor<16x!tt.ptr<f32>>
+    %qs = tt.splat %q : !tt.ptr<f32> -> tensor<16x!tt.ptr<f32>>
+    %qa = tt.addptr %qs, %i : tensor<16x!tt.ptr<f32>>, tensor<16xi32>
+    tt.store %qa, %x : tensor<16x!tt.ptr<f32>>
+    tt.return
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("rem", ["remsi", "remui"])
+def test_a_tile_through_a_remainder_is_copied_where_it_wraps_nowhere(tmp_path, rem):
+    """The remainder's first element (start % n) and the condition that no element of the tile wraps
+    (start >= 0, n > 0, start % n + 15 < n); a strided copy from start % n under it, a gather of the exact
+    addresses otherwise (spine/to_linalg/wraparound.py)."""
+    filecheck(converted(REMAINDER_LOAD.replace("REM", rem), tmp_path), """
+CHECK: %[[START:.*]] = arith.index_cast %{{.*}} : i32 to index
+CHECK: %[[N:.*]] = arith.index_cast %arg2 : i32 to index
+CHECK: %[[FIRST:.*]] = arith.remsi %[[START]], %{{.*}} : index
+CHECK: %[[LAST:.*]] = arith.addi %[[FIRST]], %c15 : index
+CHECK: arith.cmpi slt, %[[LAST]], %[[N]] : index
+CHECK: scf.if %{{.*}} -> (tensor<16xf32>) {
+CHECK: memref.reinterpret_cast %arg0 to offset: [%[[FIRST]]], sizes: [16], strides: [1]
+CHECK: } else {
+CHECK: arith.{{remsi|remui}} %{{.*}} : tensor<16xi32>
+CHECK: scf.for
+CHECK: memref.load %arg0[%{{.*}}] : memref<?xf32>
+""")
+
+
 def test_dot_without_a_named_microkernel_is_a_generic_loop_nest(tmp_path):
     filecheck(converted(with_microkernel(DOT), tmp_path), """
 CHECK-NOT: spine_smt_matmul
