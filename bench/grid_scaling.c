@@ -1,7 +1,8 @@
 /* Multi-core scaling of Spine's grid dispatch (cpp/grid.c), without the compiler: a synthetic kernel with
  * a fixed amount of arithmetic per program instance, run on 1..N threads.
  *
- *   zig cc -O2 -static bench/grid_scaling.c cpp/grid.c -Icpp -lpthread -o grid_scaling && ./grid_scaling
+ *   zig cc -O2 bench/grid_scaling.c cpp/grid.c cpp/fault_guard.c cpp/openmp_team.c -Icpp -lpthread -ldl \
+ *      -o grid_scaling && ./grid_scaling
  *
  * Prints programs/s per thread count, the speed-up over one thread, and the dispatch cost of a launch
  * whose kernel does nothing. */

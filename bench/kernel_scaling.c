@@ -7,7 +7,7 @@
  *                                                 f<value> (an fp32 scalar)
  *
  *   cc -O2 bench/kernel_scaling.c cpp/grid.c cpp/fault_guard.c cpp/device_io.c cpp/profile_buffers.c \
- *      -Icpp -rdynamic -ldl -lpthread -lm -o kernel_scaling && ./kernel_scaling manifest.txt 16
+ *      cpp/openmp_team.c -Icpp -rdynamic -ldl -lpthread -lm -o kernel_scaling && ./kernel_scaling manifest.txt 16
  *
  * Prints, per kernel, the best of several launches on 1, 2, 4, ... threads and the speed-up. */
 #define _GNU_SOURCE

@@ -321,7 +321,24 @@ static void put_in_front(int i, const struct sigaction *found) {
     sigaction(c->signal, mine, NULL);
 }
 
+static pthread_mutex_t check_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* In a forked child only the forking thread is left: no other thread is in guarded code or can be sent
+ * a stop (pthread_kill on a thread of the parent's is undefined), and no launch runs. */
+static void after_fork(void) {
+    int n = atomic_load(&num_guarded_threads);
+    for (int i = 0; i < n && i < MAX_GUARDED_THREADS; i++) {
+        if (i == guard_slot) continue;
+        atomic_store(&guarded_depth[i], 0);
+        atomic_store(&interrupts_sent[i], 0);
+    }
+    atomic_store(&launch_running, 0);
+    atomic_store(&stop_request, 0);
+    pthread_mutex_init(&check_lock, NULL);
+}
+
 static void install(void) {
+    pthread_atfork(NULL, NULL, after_fork);
     for (int i = 0; i < FAULT_SIGNALS; i++) chains[i].signal = fault_signals[i];
     chains[INTERRUPT_INDEX].signal = interrupt_signal();
     chains[SIGINT_INDEX].signal = SIGINT;
@@ -338,8 +355,6 @@ static void install(void) {
 void spine_fault_guard_install(void) { pthread_once(&installed, install); }
 
 void spine_fault_guard_emulate_with(int (*emulate)(void *context)) { atomic_store(&emulator, emulate); }
-
-static pthread_mutex_t check_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void spine_fault_guard_check_handlers(void) {
     spine_fault_guard_install();

@@ -13,10 +13,18 @@
  * runtime passes SPINE_KERNEL_TIMEOUT, which spine/switches.py reads), or that Ctrl-C interrupts, is
  * stopped: a watchdog thread interrupts every thread in guarded code (fault_guard.h says where a thread may
  * be stopped, and what happens when one will not come back to such a place), and the launch reports it
- * like a fault. A thread stopped where it might have held a lock poisons the runtime: later launches refuse. */
+ * like a fault. A thread stopped where it might have held a lock poisons the runtime: later launches refuse.
+ *
+ * In a process that has an OpenMP runtime loaded (PyTorch's), a launch runs on that runtime's team instead
+ * of this pool (openmp_team.h says why), unless the grid is placed on some cores (spine_grid_place): the
+ * chunks, the fault guard and the watchdog are the same on either.
+ *
+ * A child forked from a process whose pool had threads has none of them: the child starts a pool of its
+ * own at its first launch, and its own watchdog, rather than waiting for threads that are not there. */
 #define _GNU_SOURCE
 #include "grid.h"
 #include "fault_guard.h"
+#include "openmp_team.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,6 +72,7 @@ typedef struct {
     spine_fault_t fault;
     int64_t fault_program;
     const spine_program_hooks_t *hooks;   /* around each program instance, or NULL */
+    const spine_openmp_t *team;           /* the OpenMP runtime running the launch, or NULL: the pool */
 } launch_t;
 
 /* Whether kernels run under the fault guard (in the user's process) or may take the process down (the
@@ -195,6 +204,17 @@ static void run_share(launch_t *l) {
     fence_streaming_stores();
 }
 
+/* A member of the OpenMP team's share: member 0 is the launching thread. */
+static void team_share(void *launch) {
+    launch_t *l = launch;
+    int index = l->team->thread_num();
+    if (index > 0) {
+        grid_thread_index = index;
+        if (!spine_openmp_stack_is_roomy()) return;   /* the others take its chunks */
+    }
+    run_share(l);
+}
+
 static void on_sigint_during_launch(void);
 
 void spine_grid_guard_faults(int on) {
@@ -282,7 +302,7 @@ static _Atomic int64_t watch_deadline;
 static _Atomic int64_t watch_period_ns;
 static _Atomic uint64_t sigint_launch;   /* the launch Ctrl-C arrived during */
 static int wake_pipe[2] = {-1, -1};
-static pthread_once_t watchdog_once = PTHREAD_ONCE_INIT;
+static int watchdog_started;   /* under the pool lock */
 
 /* A stop in progress: the launch, why, and since when (the watchdog's own state). */
 typedef struct {
@@ -358,7 +378,10 @@ void spine_grid_set_timeout_ns(int64_t nanoseconds) {
 }
 
 static void arm_watchdog(uint64_t launch, int64_t timeout) {
-    pthread_once(&watchdog_once, start_watchdog);
+    if (!watchdog_started) {
+        watchdog_started = 1;
+        start_watchdog();
+    }
     if (timeout) {
         int64_t period = timeout / 4 < 1000000000 ? timeout / 4 : 1000000000;
         if (period < 1000000) period = 1000000;
@@ -387,13 +410,38 @@ static void await_helpers(int helpers) {
     pthread_mutex_unlock(&state_lock);
 }
 
+/* The running launch's threads (0: no launch), written under the pool lock before the launch is published
+ * and read by its programs. */
+static _Atomic int launch_threads;
+
+/* In a forked child: no worker, no watchdog (the pipe to the parent's is closed), no launch; the locks are
+ * new, since a thread of the parent's may have held one at the fork. */
+static void pool_after_fork(void) {
+    pthread_mutex_init(&pool_lock, NULL);
+    pthread_mutex_init(&state_lock, NULL);
+    pthread_cond_init(&work_ready, NULL);
+    pthread_cond_init(&work_done, NULL);
+    num_workers = 0;
+    atomic_store(&launch_word, 0);
+    atomic_store(&launch_threads, 0);
+    if (wake_pipe[0] >= 0) {
+        close(wake_pipe[0]);
+        close(wake_pipe[1]);
+        wake_pipe[0] = wake_pipe[1] = -1;
+    }
+    watchdog_started = 0;
+    atomic_store(&watch_launch, 0);
+    atomic_store(&watch_deadline, 0);
+    atomic_store(&watch_period_ns, 0);
+    atomic_store(&sigint_launch, 0);
+}
+
+static void register_fork_handler(void) { pthread_atfork(NULL, NULL, pool_after_fork); }
+
 int spine_run_grid(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, int32_t gz, int32_t num_threads) {
     return spine_run_grid_ex(fn, args, gx, gy, gz, num_threads, NULL);
 }
 
-/* The running launch's threads (0: no launch), written under the pool lock before the launch is published
- * and read by its programs. */
-static _Atomic int launch_threads;
 
 int spine_grid_launch_threads(void) {
     int threads = atomic_load_explicit(&launch_threads, memory_order_relaxed);
@@ -411,6 +459,8 @@ int spine_run_grid_ex(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, in
     int placed = atomic_load(&placement_count);
     if (placed > 0 && requested > placed) requested = placed;
     int threads = requested > total ? (int)total : requested;
+    static pthread_once_t fork_handler = PTHREAD_ONCE_INIT;
+    pthread_once(&fork_handler, register_fork_handler);
 
     pthread_mutex_lock(&pool_lock);
     follow_placement();
@@ -427,7 +477,8 @@ int spine_run_grid_ex(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, in
         if ((launches++ & 1023) == 0) spine_fault_guard_check_handlers();
         arm_watchdog(spine_fault_guard_begin_launch((const void *)fn), timeout);
     }
-    int helpers = threads - 1;
+    const spine_openmp_t *team = threads > 1 && placed == 0 ? spine_openmp_loaded() : NULL;
+    int helpers = team ? 0 : threads - 1;
     if (helpers > 0 && grow_pool(helpers) != 0) helpers = num_workers;
     if (helpers > num_workers) helpers = num_workers;
 
@@ -436,8 +487,9 @@ int spine_run_grid_ex(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, in
     current.gx = gx; current.gy = gy; current.gz = gz;
     current.total = total;
     current.hooks = hooks;
+    current.team = team;
     /* Several chunks per thread balance uneven instances; one id per chunk when the grid is small. */
-    current.chunk = total / ((int64_t)(helpers + 1) * 8);
+    current.chunk = total / ((int64_t)(team ? threads : helpers + 1) * 8);
     if (current.chunk < 1) current.chunk = 1;
     atomic_store(&current.next, 0);
     atomic_store(&current.finished, 0);
@@ -450,7 +502,10 @@ int spine_run_grid_ex(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, in
         pthread_mutex_unlock(&state_lock);
     }
 
-    run_share(&current);
+    if (team)
+        team->parallel(team_share, &current, (unsigned)threads, 0);
+    else
+        run_share(&current);
 
     if (helpers > 0) await_helpers(helpers);
     if (guard_faults) {

@@ -3,6 +3,7 @@
  * print/assert functions of device_io.c in it. */
 #include "device_io.h"
 #include "grid.h"
+#include "openmp_team.h"
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -46,6 +47,10 @@ int spine_host_run_graph(const spine_graph_launch_t *launches, int32_t n, int32_
 
 /* Kernels run inside the user's Python process: a fault in one must become an exception, not a crash. */
 __attribute__((constructor)) static void guard_kernels(void) { spine_grid_guard_faults(1); }
+
+/* ... and share the process's OpenMP threads (PyTorch's) when it has them (openmp_team.h says why);
+ * SPINE_GRID_OPENMP=0 turns that off (spine/driver/native.py). */
+__attribute__((constructor)) static void share_openmp(void) { spine_openmp_share(1); }
 
 /* Kernels allocate buffers of a few MiB per program (packed panels, products). glibc gives blocks that
  * large back to the system when they are freed (mmap above its threshold, or trimming the heap's top), so

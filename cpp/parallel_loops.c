@@ -69,6 +69,18 @@ static helper_t helpers[MAX_HELPERS];
 static int num_helpers;
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* In a forked child the helpers are gone: a new pool starts at the child's first parallel loop. */
+static void helpers_after_fork(void) {
+    pthread_mutex_init(&pool_lock, NULL);
+    for (int i = 0; i < num_helpers; i++) {
+        helpers[i].team = NULL;
+        helpers[i].busy = 0;
+    }
+    num_helpers = 0;
+}
+
+static void register_fork_handler(void) { pthread_atfork(NULL, NULL, helpers_after_fork); }
+
 static __thread team_t *current_team;
 static __thread int team_index;
 static __thread int requested_size;
@@ -160,6 +172,8 @@ static void *helper_main(void *arg) {
 /* Up to `wanted` idle helpers, started on first use. */
 static int take_helpers(helper_t **taken, int wanted) {
     int got = 0;
+    static pthread_once_t fork_handler = PTHREAD_ONCE_INIT;
+    pthread_once(&fork_handler, register_fork_handler);
     pthread_mutex_lock(&pool_lock);
     for (int i = 0; i < MAX_HELPERS && got < wanted; i++) {
         if (i == num_helpers) {

@@ -113,6 +113,8 @@ STREAMING_STORES_MB = Switch("SPINE_STREAMING_STORES_MB", _non_negative_int, 16,
 NUM_THREADS = Switch("SPINE_NUM_THREADS", _positive_int, None, "threads for the grid (default: all cores)")
 GRID_SPIN_US = Switch("SPINE_GRID_SPIN_US", _non_negative_int, None, "how long idle grid threads poll for the next launch "
                       "before sleeping (default 200)")
+GRID_OPENMP = Switch("SPINE_GRID_OPENMP", _flag, True, "host: a launch runs on the OpenMP threads the process "
+                     "already has (PyTorch's), not the grid's own, so that the two never outnumber the cores")
 QEMU = Switch("SPINE_QEMU", str, None, "QEMU binary (default: `qemu-riscv64` on the PATH)")
 QEMU_CPU = Switch("SPINE_QEMU_CPU", str, "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0,zfh=true,zvfh=true,zba=true,zbb=true,"
                   "zbs=true,zbc=true,zbkc=true,zicond=true,zicbom=true,zicboz=true,zicbop=true",
@@ -139,8 +141,8 @@ CACHE_DIR = Switch("SPINE_CACHE_DIR", str, None, "Spine's own cache (runtime bui
                    "not writable by others: Spine refuses any other")
 
 ALL = (TARGET, HOST_CPU, HOST_FEATURES, RISCV_CPU, RISCV_FEATURES, MATRIX_UNIT, DUMP_PATH, DUMP_PASSES, KERNEL_CAPTURE,
-       PROTON_OUTPUT, PROTON_VERBOSE, DISABLE_PROTON, STREAMING_STORES_MB, NUM_THREADS, GRID_SPIN_US, QEMU, QEMU_CPU, QEMU_TRACE,
-       KERNEL_TIMEOUT, ARENA_MB, SERVER_KERNEL_SLOTS, COMPILE_TIMEOUT, CACHE_DIR, REMOTE, REMOTE_RUNNER)
+       PROTON_OUTPUT, PROTON_VERBOSE, DISABLE_PROTON, STREAMING_STORES_MB, NUM_THREADS, GRID_SPIN_US, GRID_OPENMP, QEMU,
+       QEMU_CPU, QEMU_TRACE, KERNEL_TIMEOUT, ARENA_MB, SERVER_KERNEL_SLOTS, COMPILE_TIMEOUT, CACHE_DIR, REMOTE, REMOTE_RUNNER)
 
 
 def instrumentation_on() -> bool:

@@ -48,7 +48,7 @@ def build_library(kernels: list[tuple[CompiledObject, str]], library_name: str, 
         target = ZIG_TARGETS[targets.pop()]
         zig("cc", *(["-target", target] if target else []), "-shared", "-fPIC", "-O2", "-s",
             "-I", out_dir, "-I", CPP_DIR, *inputs, *(os.path.join(CPP_DIR, s) for s in SHARED_SOURCES),
-            f"-Wl,--version-script={exports}", "-lm", "-lpthread", "-o", library)
+            f"-Wl,--version-script={exports}", "-lm", "-lpthread", "-ldl", "-o", library)
     return AotLibrary(library, header)
 
 

@@ -87,6 +87,8 @@ class NativeRuntime:
         lib.spine_fault_guard_check_handlers.argtypes = []
         lib.spine_fault_guard_check_handlers.restype = None
         _keep_handlers_in_front(lib.spine_fault_guard_check_handlers)
+        if not switches.GRID_OPENMP.get():
+            lib.spine_openmp_share(0)
         spin = switches.GRID_SPIN_US.get()
         if spin is not None:
             lib.spine_grid_set_spin(spin)

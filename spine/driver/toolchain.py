@@ -18,7 +18,7 @@ CPP_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 GUEST_ZIG_TARGET = "riscv64-linux-gnu.2.36"
 # Built into both the host runtime and the guest kernel server.
 SHARED_SOURCES = ("grid.c", "fault_guard.c", "device_io.c", "profile_buffers.c", "parallel_loops.c",
-                  "core_placement.c")
+                  "core_placement.c", "openmp_team.c")
 # The kernel server's, for QEMU and for boards.
 SERVER_SOURCES = ("kernel_server.c", "matrix_emulation.c") + SHARED_SOURCES
 
@@ -26,7 +26,7 @@ SERVER_SOURCES = ("kernel_server.c", "matrix_emulation.c") + SHARED_SOURCES
 def _sources_hash(names: tuple[str, ...], extra: str) -> str:
     h = hashlib.sha256(extra.encode())
     for name in names + ("grid.h", "device_io.h", "fault_guard.h", "profile_buffers.h", "matrix_emulation.h",
-                          "core_placement.h"):
+                          "core_placement.h", "openmp_team.h"):
         with open(os.path.join(CPP_DIR, name), "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]
@@ -45,7 +45,7 @@ def _build(kind: str, sources: tuple[str, ...], flags: tuple[str, ...], suffix: 
 
 @functools.lru_cache(maxsize=None)
 def host_runtime_library() -> str:
-    return _build("host-runtime", ("host_runtime.c",) + SHARED_SOURCES, ("-shared", "-fPIC", "-O2", "-lpthread"), ".so")
+    return _build("host-runtime", ("host_runtime.c",) + SHARED_SOURCES, ("-shared", "-fPIC", "-O2", "-lpthread", "-ldl"), ".so")
 
 
 @functools.lru_cache(maxsize=None)

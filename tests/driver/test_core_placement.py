@@ -33,13 +33,13 @@ def check(request, tmp_path_factory):
     """(the check program's argv prefix) for the host and for the riscv64 guest under QEMU."""
     path = str(tmp_path_factory.mktemp("placement") / "check")
     sources = [os.path.join(HERE, "core_placement_check.c")] + [
-        os.path.join(CPP_DIR, name) for name in ("core_placement.c", "grid.c", "fault_guard.c")]
+        os.path.join(CPP_DIR, name) for name in ("core_placement.c", "grid.c", "fault_guard.c", "openmp_team.c")]
     if request.param == "host":
-        zig("cc", "-O2", f"-I{CPP_DIR}", *sources, "-lpthread", "-o", path)
+        zig("cc", "-O2", f"-I{CPP_DIR}", *sources, "-lpthread", "-ldl", "-o", path)
         return [path]
     if shutil.which("qemu-riscv64") is None or not os.path.isdir(GUEST_SYSROOT):
         pytest.skip("needs qemu-riscv64 and the riscv64 sysroot")
-    zig("cc", "-target", GUEST_ZIG_TARGET, "-O2", f"-I{CPP_DIR}", *sources, "-lpthread", "-o", path)
+    zig("cc", "-target", GUEST_ZIG_TARGET, "-O2", f"-I{CPP_DIR}", *sources, "-lpthread", "-ldl", "-o", path)
     return ["qemu-riscv64", "-L", GUEST_SYSROOT, path]
 
 

@@ -45,6 +45,7 @@ def test_runtime_sources_include_no_circle():
         with open(os.path.join(CPP, name), errors="replace") as f:
             included = {os.path.splitext(h)[0] for h in re.findall(r'#include\s+"([^"]+)"', f.read())}
         graph.setdefault(unit, set()).update(included - {unit})
-    assert graph["grid"] <= {"fault_guard"}, "the grid stands on the fault guard alone"
+    assert graph["grid"] <= {"fault_guard", "openmp_team"}, "the grid stands on the fault guard and the team"
+    assert graph["openmp_team"] == set(), "finding the OpenMP runtime needs nothing of ours"
     assert "grid" in graph["profile_buffers"]
     list(graphlib.TopologicalSorter(graph).static_order())   # raises CycleError on a circle
