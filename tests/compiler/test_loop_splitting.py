@@ -103,9 +103,48 @@ def test_a_narrow_comparison_splits_behind_a_check_with_the_loop_as_it_was_besid
 
 
 def test_a_loop_splits_at_most_twice():
-    conditions = "\n    ".join(f"%b{k} = arith.cmpi slt, %i, %m : index" for k in range(3))
+    conditions = "\n    ".join(f"%b{k} = arith.cmpi slt, %i, {bound} : index"
+                                  for k, bound in enumerate(("%m", "%off", "%lo")))
     text = split(conditions + "\n    %a = arith.andi %b0, %b1 : i1\n    %c = arith.andi %a, %b2 : i1")
     assert text.count("scf.for") == 4 and text.count("arith.cmpi") == 4   # the third left in each part
+
+
+MASK_FORMS = """
+func.func @k(%x: memref<1024xf32>, %out: memref<1024xf32>, %n: i32, %m: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c1024 = arith.constant 1024 : index
+  %clamp = arith.constant CLAMP : index
+  %zero = arith.constant 0.0 : f32
+  %w = arith.index_cast %n : i32 to index
+  %low = arith.minsi %w, %clamp : index
+  %window = arith.maxsi %low, %c0 : index
+  scf.for %i = %c0 to %c1024 step %c1 {
+    %v = memref.load %x[%i] : memref<1024xf32>
+    %b0 = arith.cmpi slt, %i, %window : index
+    %j = arith.index_cast %i : index to i32
+    %b1 = arith.cmpi slt, %j, %n : i32
+    %b2 = arith.cmpi slt, %i, %m : index
+    %b3 = arith.cmpi slt, %i, %m : index
+    %a = arith.andi %b0, %b1 : i1
+    %d = arith.andi %b2, %b3 : i1
+    %c = arith.andi %a, %d : i1
+    %r = arith.select %c, %v, %zero : f32
+    memref.store %r, %out[%i] : memref<1024xf32>
+  }
+  return
+}
+"""
+
+
+def test_comparisons_that_change_value_at_the_same_index_go_with_one_split():
+    """A masked load's window (n clamped to the tile) and `tl.where(cols < n)` (i32) change value at one
+    index over a loop in [0, 1024]: one split settles both, another the two alike, and no comparison is
+    left. Clamped to a constant inside the loop's range, the window is another bound."""
+    text = rewritten(MASK_FORMS.replace("CLAMP", "1024"), split_loops_at_bounds)
+    assert "arith.cmpi slt, %arg" not in text and text.count("scf.for") == 4
+    other = rewritten(MASK_FORMS.replace("CLAMP", "512"), split_loops_at_bounds)
+    assert "arith.cmpi slt, %arg" in other
 
 
 @triton.jit
