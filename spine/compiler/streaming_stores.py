@@ -36,7 +36,10 @@ body is arithmetic, math, loads indexed by the loop index in their last, contigu
 all), branches on constants, and stores into argument memory indexed like the loads; every store of the
 loop must be such a store. A loop that stores into argument memory and does not qualify is left as it was,
 and the pass reports it ("gave up on ...": the compiled kernel's facts and SPINE_DUMP_PASSES' pass list).
-Stores into the kernel's own buffers are never touched: they are read again at once.
+Stores into the kernel's own buffers are never touched: they are read again at once. Nor are stores into
+an argument the kernel also reads: a program may read back what another stored (the layer-norm gradient's
+partial sums, accumulated in place under a lock by every program whose row falls on them), which streamed
+would come back from memory each time; an in-place update finds its lines in the cache, just read.
 
 Non-temporal stores are weakly ordered. The grid runtime fences them once per thread and launch, before the
 thread reports its share done (cpp/grid.c); a program's own later loads see its stores without a fence.
@@ -85,13 +88,13 @@ def stream_stores(module) -> str | None:
     Returns what it gave up on, if anything."""
     declared, refused, candidates = set(), [], 0
     for function in _kernel_functions(module):
-        streamed = 0
+        streamed, read = 0, _arguments_read(function)
         for loop in collect_ops(function, _innermost_loop):
             if not any(_argument_root(s.operands[1], function) is not None for s in _stores_in(loop)):
                 continue
             candidates += 1
             try:
-                plan = _plan(loop, function)
+                plan = _plan(loop, function, read)
             except _NotStreamable as why:
                 refused.append(str(why))
                 continue
@@ -129,6 +132,21 @@ def _stores_in(loop) -> list:
     return collect_ops(loop, lambda op: op.name == "memref.store")
 
 
+# Reads and the memref each reads (its first operand).
+READS = ("memref.load", "memref.copy", "vector.load", "vector.maskedload", "vector.transfer_read",
+         "vector.gather")
+
+
+def _arguments_read(function) -> set:
+    """The kernel arguments whose memory `function` reads."""
+    read = set()
+    for op in collect_ops(function, lambda op: op.name in READS):
+        root = _argument_root(op.operands[0], function)
+        if root is not None:
+            read.add(root)
+    return read
+
+
 def _argument_root(memref, function):
     """The kernel argument whose memory `memref` views, or None (a buffer of the kernel's own, unknown)."""
     root = through_views(memref)
@@ -138,7 +156,7 @@ def _argument_root(memref, function):
 # ------------------------------------------------------------------------------------------ analysis
 
 
-def _plan(loop, function) -> _Plan:
+def _plan(loop, function, read: set) -> _Plan:
     """The plan for `loop`, or _NotStreamable saying why it has none."""
     if constant_int(loop.operands[2]) != 1:
         raise _NotStreamable("a loop whose step is not 1")
@@ -151,6 +169,8 @@ def _plan(loop, function) -> _Plan:
         raise _NotStreamable("a loop whose stores are in branches")
     stores.sort(key=lambda s: -_element_bytes(s.operands[0].type))
     _check_overlaps(stores, loads, function)
+    if any(_argument_root(store.operands[1], function) in read for store in stores):
+        raise _NotStreamable("stores into an argument the kernel also reads")
     return _Plan(loop, stores, LINE_BYTES // _element_bytes(stores[0].operands[0].type), varying - {index})
 
 

@@ -181,6 +181,33 @@ def test_a_store_loop_that_cannot_stream_is_left_alone_and_reported(body, reason
     assert "vector." not in module and "llvm.mlir.global" not in module
 
 
+def test_stores_into_an_argument_the_kernel_reads_elsewhere_stay_in_the_cache():
+    """Partial sums accumulated in place: a loop reads the argument into a tile, another stores the new
+    sums back. Streamed, the next program to add to them would read them from memory."""
+    text = """
+func.func @k(%in: memref<?xf32>, %sums: memref<?xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %tile = memref.alloca() : memref<64xf32>
+  scf.for %i = %c0 to %n step %c1 {
+    %v = memref.load %sums[%i] : memref<?xf32>
+    memref.store %v, %tile[%i] : memref<64xf32>
+  }
+  scf.for %i = %c0 to %n step %c1 {
+    %a = memref.load %in[%i] : memref<?xf32>
+    %b = memref.load %tile[%i] : memref<64xf32>
+    %s = arith.addf %a, %b : f32
+    memref.store %s, %sums[%i] : memref<?xf32>
+  }
+  return
+}
+"""
+    note, module = outcome(text)
+    assert note is not None and "an argument the kernel also reads" in note, note
+    assert "nontemporal" not in module
+    assert "nontemporal" in outcome(text.replace("memref.load %sums[%i]", "memref.load %in[%i]"))[1]
+
+
 def test_loops_with_carried_values_strides_and_bits_are_reported():
     carried = _loop("    %v = memref.load %in[%i] : memref<?xf32>\n    memref.store %v, %out[%i] : memref<?xf32>\n"
                     "    %t = arith.addf %acc, %v : f32\n    scf.yield %t : f32",
