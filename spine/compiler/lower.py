@@ -28,6 +28,7 @@ from .number_reductions import reduce_without_nans
 from .passes import Pass, run_pipeline, run_upstream, upstream
 from .products_into_destination import store_products_in_place
 from .stores_in_place import stores_in_place
+from .tile_branches import split_tile_branches
 from .streaming_stores import stream_stores
 from .window_reads import read_windows_in_place
 from . import parallel_loops
@@ -251,6 +252,8 @@ LLIR_PIPELINE = (
          _on_module(read_windows_in_place)),
     Pass("products-into-destination", "matrix products accumulate in the destination (products_into_destination.py)",
          _on_module(store_products_in_place)),
+    Pass("split-tile-branches", "a branch yielding several independent tiles becomes one per tile "
+         "(tile_branches.py)", _on_module(split_tile_branches)),
     Pass("mark-edge-tiles", "the branches that copy an edge tile are marked (edge_tile_reads.py)",
          _on_module(mark_edge_tiles)),
     Pass("to-loops", "linalg to loops; math ops upstream expands", upstream(TO_LOOPS)),

@@ -18,7 +18,9 @@ def stores_in_place(module) -> None:
 
     Only elementwise generics qualify (all loops parallel, every map a projection of the loops), so each
     element is computed from inputs at its own index before it is written; and only when nothing reads
-    the buffer afterwards. The computation moves down to the copy: every op in between must leave its
+    the buffer afterwards, or only after another elementwise generic has written all of it again (tiles
+    of one shape share a buffer once bufferized: a layer norm's gradient stores three of them through
+    one, each copied out before the next is computed). The computation moves down to the copy: every op in between must leave its
     inputs as they were (FlagGems' GELU-and-mul gradient computed one output, then the other in place of
     a tile the first still had to read). Ops without memory effects do; a linalg op or a copy does when
     each buffer it writes is another allocation or another argument than every input's (an input behind
@@ -45,6 +47,8 @@ def _tile_written_then_copied(copy):
     if any(v != 0 for v in ir.DenseI64ArrayAttr(window.attributes["static_offsets"])) or \
             any(v != 1 for v in ir.DenseI64ArrayAttr(window.attributes["static_strides"])):
         return None
+    if ir.MemRefType(window.results[0].type).rank != ir.MemRefType(buffer.type).rank:
+        return None     # a column of a tile, read as a vector: not the tile's computation over a window
     sizes = offsets_sizes_strides(window)[1]
     writer, between = copy, []      # between: the ops after the writer, before the copy
     while True:
@@ -71,24 +75,62 @@ def _tile_written_then_copied(copy):
     if not all(m.is_projected_permutation for m in maps) or \
             str(maps[len(generic.inputs) + index]) != str(ir.AffineMap.get_identity(len(sizes))):
         return None
+    rewrite = _next_full_write(buffer, copy)
     for use in buffer.uses:
         user = _ancestor_in_block(use.owner.operation, writer.block)
-        if user is None or not (user == writer or user == window or user.is_before_in_block(writer)):
+        if user is None or not (user == writer or user == window or user.is_before_in_block(writer) or
+                                (rewrite is not None and not user.is_before_in_block(rewrite))):
             return None
-    if any(use.owner.operation != copy for use in window.results[0].uses):
-        return None
+    for use in window.results[0].uses:      # the window may be copied out again after the rewrite
+        user = _ancestor_in_block(use.owner.operation, writer.block)
+        if user is None or not (user == copy or user.is_before_in_block(writer) or
+                                (rewrite is not None and not user.is_before_in_block(rewrite))):
+            return None
     if not _inputs_kept(generic, between):
         return None
     return generic, index, sizes
 
 
+def _overwrites(op, buffer) -> bool:
+    """Whether `op` is an elementwise linalg.generic that writes every element of `buffer` (its only
+    output, by the identity map) and reads none of it."""
+    from mlir import ir
+    if op.name != "linalg.generic":
+        return False
+    generic = op.opview
+    if list(generic.outputs) != [buffer] or any(operand == buffer for operand in generic.inputs):
+        return False
+    if not all(str(kind) == "#linalg.iterator_type<parallel>"
+               for kind in ir.ArrayAttr(generic.attributes["iterator_types"])):
+        return False
+    out_map = ir.AffineMapAttr(ir.ArrayAttr(generic.attributes["indexing_maps"])[len(generic.inputs)]).value
+    ranked = ir.MemRefType(buffer.type)
+    return str(out_map) == str(ir.AffineMap.get_identity(ranked.rank)) and \
+        not list(generic.regions[0].blocks[0].arguments[len(generic.inputs)].uses)
+
+
+def _next_full_write(buffer, copy):
+    """The first op after `copy` in its block that touches `buffer`, when that op overwrites all of it
+    (_overwrites); else None."""
+    first = None
+    for use in buffer.uses:
+        user = _ancestor_in_block(use.owner.operation, copy.block)
+        if user is not None and copy.operation.is_before_in_block(user) and \
+                (first is None or user.is_before_in_block(first)):
+            first = user
+    return first if first is not None and _overwrites(first, buffer) else None
+
+
 def _roots(value) -> set | None:
-    """The allocations and block arguments `value` may be a view of (through views and scf.if results);
-    None when that is not known."""
+    """The allocations and block arguments `value` may be a view of (through views, selects and scf.if
+    results); None when that is not known."""
     value = through_views(value)
     op = defining_op(value)
     if op is None or op.name in ("memref.alloc", "memref.alloca"):
         return {value}
+    if op.name == "arith.select":       # either buffer, chosen at run time
+        roots = [_roots(v) for v in op.operands[1:]]
+        return None if None in roots else roots[0] | roots[1]
     if op.name == "scf.if":
         position = next(i for i, result in enumerate(op.results) if result == value)
         roots = set()

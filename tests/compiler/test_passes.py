@@ -188,6 +188,171 @@ def test_a_computation_whose_input_is_overwritten_before_the_store_stays():
     assert moved.count("linalg.copy") == 0
 
 
+COLUMN_OF_A_TILE = """
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @k(%a: memref<8x64xf32>, %out: memref<8xf32>) {
+  %buf = memref.alloca() : memref<8x64xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : memref<8x64xf32>) outs(%buf : memref<8x64xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %s = arith.addf %x, %x : f32
+    linalg.yield %s : f32
+  }
+  %w = memref.subview %buf[0, 0] [8, 1] [1, 1] : memref<8x64xf32> to memref<8xf32, strided<[64]>>
+  linalg.copy ins(%w : memref<8xf32, strided<[64]>>) outs(%out : memref<8xf32>)
+  return
+}
+"""
+
+
+def test_a_column_copied_out_of_a_tile_keeps_the_tile():
+    """A rank-reducing window (a row sum's first column, read as a vector) is not the tile's computation
+    over a window: the copy stays."""
+    assert after("stores-in-place", COLUMN_OF_A_TILE).count("linalg.copy") == 1
+
+
+SELECTED_INPUT = """
+#id = affine_map<(d0) -> (d0)>
+func.func @k(%a: memref<128xf32>, %out: memref<?xf32, strided<[1], offset: ?>>, %first: i1, %n: index) {
+  %t1 = memref.alloca() : memref<128xf32>
+  %t2 = memref.alloca() : memref<128xf32>
+  %buf = memref.alloca() : memref<128xf32>
+  %t = arith.select %first, %t1, %t2 : memref<128xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%t : memref<128xf32>) outs(%buf : memref<128xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %s = arith.mulf %x, %x : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%a : memref<128xf32>) outs(WRITTEN : memref<128xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    linalg.yield %x : f32
+  }
+  %w = memref.subview %buf[0] [%n] [1] : memref<128xf32> to memref<?xf32, strided<[1]>>
+  linalg.copy ins(%w : memref<?xf32, strided<[1]>>) outs(%out : memref<?xf32, strided<[1], offset: ?>>)
+  return
+}
+"""
+
+
+def test_a_computation_reading_a_selected_buffer_moves_unless_either_is_overwritten():
+    """The layer-norm gradient stores its partial sums from whichever tile the first program of a group
+    (or a later one) computed: a select of buffers. Moved down to the copy, it would read them later:
+    it does when neither is written in between."""
+    assert after("stores-in-place", SELECTED_INPUT.replace("WRITTEN", "%a")).count("linalg.copy") == 0
+    assert after("stores-in-place", SELECTED_INPUT.replace("WRITTEN", "%t2")).count("linalg.copy") == 1
+
+
+SHARED_TILE = """
+#id = affine_map<(d0) -> (d0)>
+func.func @k(%a: memref<128xf32>, %b: memref<128xf32>, %out: memref<?xf32, strided<[1], offset: ?>>,
+             %out2: memref<?xf32, strided<[1], offset: ?>>, %n: index) {
+  %buf = memref.alloca() : memref<128xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%a : memref<128xf32>) outs(%buf : memref<128xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %s = arith.addf %x, %x : f32
+    linalg.yield %s : f32
+  }
+  %w = memref.subview %buf[0] [%n] [1] : memref<128xf32> to memref<?xf32, strided<[1]>>
+  linalg.copy ins(%w : memref<?xf32, strided<[1]>>) outs(%out : memref<?xf32, strided<[1], offset: ?>>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(SECOND : memref<128xf32>) outs(%buf : memref<128xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %s = arith.mulf %x, %x : f32
+    linalg.yield %s : f32
+  }
+  linalg.copy ins(%w : memref<?xf32, strided<[1]>>) outs(%out2 : memref<?xf32, strided<[1], offset: ?>>)
+  return
+}
+"""
+
+
+def test_tiles_that_share_one_buffer_are_each_computed_into_their_destination():
+    """Two tiles of one shape bufferized into one buffer, each copied out through the same window before
+    the next is written: both computations write into their destinations. When the second reads the
+    buffer (it is not all rewritten first), the first keeps its tile and copy; the second still moves,
+    reading the first's tile."""
+    filecheck(after("stores-in-place", SHARED_TILE.replace("SECOND", "%b")), """
+CHECK: linalg.generic {{.*}} ins(%{{.*}} : memref<?xf32, strided<[1]>>) outs(%arg2 : {{.*}})
+CHECK: arith.addf
+CHECK: linalg.generic {{.*}} ins(%{{.*}} : memref<?xf32, strided<[1]>>) outs(%arg3 : {{.*}})
+CHECK: arith.mulf
+CHECK-NOT: linalg.copy
+""")
+    filecheck(after("stores-in-place", SHARED_TILE.replace("SECOND", "%buf")), """
+CHECK: arith.addf
+CHECK: linalg.copy {{.*}} outs(%arg2
+CHECK: linalg.generic {{.*}} outs(%arg3 : {{.*}})
+CHECK: arith.mulf
+CHECK-NOT: linalg.copy
+""")
+
+
+TWO_EDGE_TILES = """
+func.func @k(%x: memref<?xf16>, %y: memref<?xf16>, %n: index, %o: index) -> (f16, f16) {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %zero = arith.constant 0.0 : f16
+  %bx = memref.alloca() : memref<64xf16>
+  %by = memref.alloca() : memref<64xf16>
+  %partial = arith.cmpi ne, %n, %c64 : index
+  %t:2 = scf.if %partial -> (memref<64xf16, strided<[1], offset: ?>>, memref<64xf16, strided<[1], offset: ?>>) {
+    %cx = memref.cast %bx : memref<64xf16> to memref<64xf16, strided<[1], offset: ?>>
+    %rest = arith.subi %c64, %n : index
+    %tx = memref.subview %bx[%n] [%rest] [1] : memref<64xf16> to memref<?xf16, strided<[1], offset: ?>>
+    linalg.fill ins(%zero : f16) outs(%tx : memref<?xf16, strided<[1], offset: ?>>)
+    %wx = memref.reinterpret_cast %x to offset: [%o], sizes: [%n], strides: [1] : memref<?xf16> to memref<?xf16, strided<[1], offset: ?>>
+    %hx = memref.subview %bx[0] [%n] [1] : memref<64xf16> to memref<?xf16, strided<[1]>>
+    linalg.copy ins(%wx : memref<?xf16, strided<[1], offset: ?>>) outs(%hx : memref<?xf16, strided<[1]>>)
+    %cy = memref.cast %by : memref<64xf16> to memref<64xf16, strided<[1], offset: ?>>
+    %ty = memref.subview %by[%n] [%rest] [1] : memref<64xf16> to memref<?xf16, strided<[1], offset: ?>>
+    linalg.fill ins(%zero : f16) outs(%ty : memref<?xf16, strided<[1], offset: ?>>)
+    %wy = memref.reinterpret_cast %y to offset: [%o], sizes: [%n], strides: [1] : memref<?xf16> to memref<?xf16, strided<[1], offset: ?>>
+    %hy = memref.subview %by[0] [%n] [1] : memref<64xf16> to memref<?xf16, strided<[1]>>
+    linalg.copy ins(%wy : memref<?xf16, strided<[1], offset: ?>>) outs(%hy : memref<?xf16, strided<[1]>>)
+    SHARED_WRITE
+    scf.yield %cx, %cy : memref<64xf16, strided<[1], offset: ?>>, memref<64xf16, strided<[1], offset: ?>>
+  } else {
+    %ax = memref.reinterpret_cast %x to offset: [%o], sizes: [64], strides: [1] : memref<?xf16> to memref<64xf16, strided<[1], offset: ?>>
+    %ay = memref.reinterpret_cast %y to offset: [%o], sizes: [64], strides: [1] : memref<?xf16> to memref<64xf16, strided<[1], offset: ?>>
+    scf.yield %ax, %ay : memref<64xf16, strided<[1], offset: ?>>, memref<64xf16, strided<[1], offset: ?>>
+  }
+  %vx = memref.load %t#0[%c0] : memref<64xf16, strided<[1], offset: ?>>
+  %vy = memref.load %t#1[%c0] : memref<64xf16, strided<[1], offset: ?>>
+  return %vx, %vy : f16, f16
+}
+"""
+
+
+def test_a_branch_yielding_two_edge_tiles_becomes_two_each_marked():
+    """x and dy loaded under one mask: canonicalization combined their branches. Split, each yields its
+    own tile (the shared `64 - n` computed before them) and mark-edge-tiles recognises both."""
+    text = after("split-tile-branches", TWO_EDGE_TILES.replace("SHARED_WRITE", ""))
+    filecheck(text, """
+CHECK: arith.subi %c64, %arg2
+CHECK: %[[X:.*]] = scf.if %{{.*}} -> (memref<64xf16, strided<[1], offset: ?>>) {
+CHECK: memref.reinterpret_cast %arg0 to offset: [%arg3], sizes: [%arg2]
+CHECK-NOT: %arg1
+CHECK: } else {
+CHECK: memref.reinterpret_cast %arg0 to offset: [%arg3], sizes: [64]
+CHECK: %[[Y:.*]] = scf.if %{{.*}} -> (memref<64xf16, strided<[1], offset: ?>>) {
+CHECK: memref.reinterpret_cast %arg1 to offset: [%arg3], sizes: [%arg2]
+CHECK: memref.load %[[X]]
+CHECK: memref.load %[[Y]]
+""")
+    assert text.count("spine.edge_tile") == 0 and after("mark-edge-tiles", text).count("spine.edge_tile") == 2
+
+
+def test_a_branch_whose_tiles_read_each_other_stays_whole():
+    """When one tile of the branch is copied from another (dy's from x's), the two are not independent:
+    split, one branch could run before the copy it depends on, so the pass keeps such a branch whole."""
+    both = "linalg.copy ins(%hx : memref<?xf16, strided<[1]>>) outs(%hy : memref<?xf16, strided<[1]>>)"
+    text = after("split-tile-branches", TWO_EDGE_TILES.replace("SHARED_WRITE", both))
+    assert text.count("scf.if") == 1 and "-> (memref<64xf16, strided<[1], offset: ?>>, memref" in text
+
+
 COMPARE_AND_SWAP = """
 func.func private @spine.atomic_cas.i32(memref<?xi32>, index, i32, i32) -> i32
 func.func @k(%b: memref<?xi32>, %i: index, %e: i32, %d: i32) -> i32 {
