@@ -89,10 +89,78 @@ def test_an_argument_written_first_and_read_second_keeps_the_loops_apart():
     assert text.count("scf.for") == 2
 
 
-def test_an_operation_between_that_reads_the_tile_keeps_the_loops_apart():
-    text = fused(between=INIT + "\n  %first = memref.load %tile[%c0] : memref<1000xf32>\n"
-                 "  memref.store %first, %total[] : memref<f32>")
+def test_an_operation_between_that_reads_the_tile_goes_after_the_joined_loop():
+    """It reads what the first loop wrote, so it cannot go before it; the second loop neither needs it nor
+    writes what it reads, so it can wait until after both."""
+    filecheck(fused(between=INIT + "\n  %first = memref.load %tile[%c0] : memref<1000xf32>\n"
+                    "  memref.store %first, %total[] : memref<f32>"), """
+CHECK: scf.for
+CHECK: math.exp
+CHECK: arith.addf
+CHECK: }
+CHECK-NEXT: %[[FIRST:.*]] = memref.load %{{.*}}[%{{.*}}] : memref<1000xf32>
+CHECK-NEXT: memref.store %[[FIRST]], %{{.*}}[] : memref<f32>
+CHECK-NEXT: return
+""")
+
+
+def test_an_operation_between_that_writes_what_the_second_reads_keeps_the_loops_apart():
+    text = fused(between=INIT + "\n  memref.store %zero, %tile[%c0] : memref<1000xf32>")
     assert text.count("scf.for") == 2
+
+
+def test_a_second_loop_that_needs_the_first_loops_sum_keeps_the_loops_apart():
+    """The scale is the first loop's sum: it cannot be read before that loop ends."""
+    scaled = ("%t0 = memref.load %tile[%j] : memref<1000xf32>\n"
+              "    %t = arith.mulf %t0, %scale : f32")
+    between = INIT + "\n  %scale = memref.load %total[] : memref<f32>"
+    source = TWO_LOOPS.replace("memref.store %e, %tile[%i] : memref<1000xf32>",
+                               "memref.store %e, %tile[%i] : memref<1000xf32>\n"
+                               "    memref.store %e, %total[] : memref<f32>")
+    text = rewritten(source.replace("SECOND_READ", scaled).replace("BETWEEN", between), fuse_adjacent_loops)
+    assert text.count("scf.for") == 2
+
+
+def test_reads_of_arguments_between_pass_a_loop_that_only_reads_them():
+    """The loads of %total and %x[0] go before the first loop, which writes no argument."""
+    filecheck(fused(between=INIT + "\n  %m = memref.load %total[] : memref<f32>\n"
+                    "  %x0 = memref.load %x[%c0] : memref<1000xf32>\n"
+                    "  %mx = arith.addf %m, %x0 : f32\n"
+                    "  memref.store %mx, %acc[] : memref<f32>"), """
+CHECK: memref.load %{{.*}}[] : memref<f32>
+CHECK-NEXT: memref.load %{{.*}}[%{{.*}}] : memref<1000xf32>
+CHECK: scf.for
+CHECK: math.exp
+CHECK: arith.addf
+CHECK: }
+CHECK-NEXT: return
+""")
+
+
+def test_a_loop_over_other_bounds_between_moves_after_the_joined_loop():
+    """An independent loop over the first 10 elements writing %out: the sum joins the loop before it."""
+    other = ("%c10 = arith.constant 10 : index\n"
+             "  scf.for %k = %c0 to %c10 step %c1 {\n"
+             "    %v = memref.load %tile[%k] : memref<1000xf32>\n"
+             "    memref.store %v, %out[%k] : memref<1000xf32>\n"
+             "  }")
+    text = fused(between=INIT + "\n  " + other)
+    assert text.count("scf.for") == 2
+    filecheck(text, """
+CHECK: scf.for %{{.*}} = %{{.*}} to %c1000
+CHECK: math.exp
+CHECK: arith.addf
+CHECK: }
+CHECK-NEXT: scf.for %{{.*}} = %{{.*}} to %c10
+""")
+
+
+def test_a_loop_between_that_writes_what_the_second_reads_keeps_the_loops_apart():
+    other = ("%c10 = arith.constant 10 : index\n"
+             "  scf.for %k = %c0 to %c10 step %c1 {\n"
+             "    memref.store %zero, %tile[%k] : memref<1000xf32>\n"
+             "  }")
+    assert fused(between=INIT + "\n  " + other).count("scf.for") == 3
 
 
 @triton.jit
