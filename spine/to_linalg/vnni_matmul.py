@@ -87,13 +87,17 @@ def _row_sums(a, layout: vp.Layout) -> ir.Value:
     whole, left = layout.k // step, layout.k % step
     wide = ir.VectorType.get([step], i32)
 
+    # The whole chunks add into one vector, reduced once a row: a reduction per chunk put a horizontal
+    # sum (ten instructions) on every 64 bytes, a seventh of an int8 1024^3 product's time.
     def row(r, _):
-        def chunk(t, total, left_):
-            values = arith.ExtSIOp(wide, vp.read(a, r, mul(t, step), step, left_)).result
-            return arith.AddIOp(total, vector.ReductionOp(i32, vector.CombiningKind.ADD, values).result).result
-        total = loop(0, whole, 1, lambda t, carried: [chunk(t, carried[0], None)], [arith.ConstantOp(i32, 0).result])[0]
+        def chunk(t, carried):
+            return [arith.AddIOp(carried[0], arith.ExtSIOp(wide, vp.read(a, r, mul(t, step), step, None)).result).result]
+        zeros = arith.ConstantOp(wide, ir.DenseElementsAttr.get_splat(wide, ir.IntegerAttr.get(i32, 0))).result
+        partial = loop(0, whole, 1, chunk, [zeros])[0]
+        total = vector.ReductionOp(i32, vector.CombiningKind.ADD, partial).result
         if left:
-            total = chunk(im.const(whole), total, left)
+            values = arith.ExtSIOp(wide, vp.read(a, r, mul(im.const(whole), step), step, left)).result
+            total = arith.AddIOp(total, vector.ReductionOp(i32, vector.CombiningKind.ADD, values).result).result
         vp.store_scalar(total, sums, [r])
     loop(0, layout.m, 1, row)
     if layout.m < layout.padded_m:
