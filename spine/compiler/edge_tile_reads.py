@@ -28,7 +28,8 @@ which stays correct, since nothing writes the tile (checked).
 
 Reading the argument later than the copy did is sound because these arguments are ones the kernel never
 writes and the launcher has checked that no written argument overlaps them (to_linalg.convert_ttir's
-`direct_loads`).
+`direct_loads`), or, for the branches written_tiles.py makes of an argument the kernel writes, because
+nothing writes memory other than local buffers between the copy and the tile's last read.
 
 Two steps: `mark_edge_tiles` recognises the branches while the fill and the copy are still single linalg
 ops, and marks them; `read_edge_tiles_in_place` rewrites the reads after the loops are formed.

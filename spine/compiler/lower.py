@@ -31,6 +31,7 @@ from .stores_in_place import stores_in_place
 from .tile_branches import split_tile_branches
 from .streaming_stores import stream_stores
 from .window_reads import read_windows_in_place
+from .written_tiles import read_written_tiles_as_edge_tiles
 from . import parallel_loops
 
 BUFFERIZE = ",".join([
@@ -248,6 +249,9 @@ LLIR_PIPELINE = (
     Pass("copies-to-linalg", "memref.copy becomes linalg.copy (buffer_placement.py)", _on_module(copies_to_linalg)),
     Pass("stores-in-place", "a masked store's computation writes into the destination's window "
          "(stores_in_place.py)", _on_module(stores_in_place)),
+    Pass("written-edge-tiles", "edge tiles copied from arguments the kernel writes become edge-tile branches "
+         "where nothing writes memory before their last read (written_tiles.py)",
+         _on_module(read_written_tiles_as_edge_tiles)),
     Pass("read-windows-in-place", "read-only arguments are read in place, not copied (window_reads.py)",
          _on_module(read_windows_in_place)),
     Pass("products-into-destination", "matrix products accumulate in the destination (products_into_destination.py)",

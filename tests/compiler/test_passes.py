@@ -572,6 +572,7 @@ def test_every_pass_has_tests():
     modules = {"mark-edge-tiles": "edge_tile_reads", "read-edge-tiles-in-place": "edge_tile_reads",
                "fuse-adjacent-loops": "loop_fusion", "reduce-without-nans": "number_reductions",
                "split-loops-at-bounds": "loop_splitting", "read-windows-in-place": "window_reads",
+               "written-edge-tiles": "written_tiles",
                "products-into-destination": "products_into_destination", "expand-math": "math_expansion",
                "bufferize": "BUFFERIZE", "streaming-stores": "streaming-stores", "o3": "optimize_and_emit"}
     untested = [p.name for p in LLIR_PIPELINE + codegen.LLVM_PIPELINE

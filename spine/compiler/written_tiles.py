@@ -1,0 +1,258 @@
+"""A masked tile copied from an argument the kernel writes is read like one it never writes, where nothing
+writes memory between the copy and the tile's last read.
+
+to_linalg/load.py reads tiles of arguments the kernel never writes in place, and copies only edge tiles
+(the `scf.if` that edge_tile_reads.py and window_reads.py take apart). An argument the kernel also writes
+(or one that may overlap such an argument) is always copied, since a store could change it before the
+tile is used. Triton's layer-norm backward reads its partial sums that way, under a lock, adds to them
+and stores them back: two row copies and fills a program, through the C library's memmove and memset.
+
+When every op from the copy to the last read of the tile, in the copy's block, writes only local buffers
+(tiles on the stack), the argument holds the same values at each read as at the copy, and the copy
+becomes the edge-tile branch:
+
+    scf.if %partial {                              %tile = scf.if %partial -> memref<1024xf16, strided<[1], offset: ?>> {
+      linalg.fill ins(%other) outs(subview %buf[%n] [1024 - %n])    (the same fill, window and copy)
+    }                                                 scf.yield (memref.cast %buf)
+    %w = reinterpret_cast %arg to offset: [%o],  =>  } else {
+             sizes: [%n], strides: [1]                 scf.yield reinterpret_cast %arg to offset: [%o], sizes: [1024], strides: [1]
+    linalg.copy ins(%w) outs(subview %buf[0] [%n])   }
+    linalg.generic ins(%buf, ..) outs(%local)      linalg.generic ins(%tile, ..) outs(%local)
+
+(%partial is `%n != 1024`: the else branch runs when the window is the whole tile.) The passes after it
+then read the whole tile in place and the edge tile's window from the argument. Tiles read anywhere else,
+or with a write to memory that is not a local buffer (any argument: arguments may overlap), a call or an
+atomic between the copy and a read, keep their copy.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..ir_walk import (accessed, at_origin, collect_ops, constant_int, defining_op, inside, offsets_sizes_strides,
+                      through_casts, through_views, view_sizes, without_effects)
+
+_LOCAL = ("memref.alloca", "memref.alloc")
+
+
+def read_written_tiles_as_edge_tiles(module) -> Optional[str]:
+    """The rewrite on every such copy of `module`; returns what it kept, if anything."""
+    kept, candidates = [], 0
+    for copy in collect_ops(module, lambda op: op.name == "linalg.copy"):
+        found = _recognise(copy)
+        if found is None:
+            continue
+        candidates += 1
+        if isinstance(found, str):
+            kept.append(found)
+        else:
+            _rewrite(copy, *found)
+    if not kept:
+        return None
+    return f"kept {len(kept)} of {candidates} copies of edge tiles of written arguments (first: {kept[0]})"
+
+
+# ------------------------------------------------------------------------------------------ recognising
+
+def _recognise(copy):
+    """(the fill's branch, the buffer, the readers of the buffer) when `copy` copies a window of an
+    argument into an edge tile as above and nothing writes memory before the last reader; why not, when it
+    is such a copy otherwise; None when it is not."""
+    window, destination = defining_op(copy.operands[0]), defining_op(copy.operands[1])
+    if window is None or window.name != "memref.reinterpret_cast" or _local(window.operands[0]):
+        return None
+    if destination is None or destination.name != "memref.subview" or not at_origin(destination):
+        return None
+    buffer = through_casts(destination.operands[0])
+    owner = defining_op(buffer)
+    if owner is None or owner.name not in _LOCAL or destination.operands[0] != buffer:
+        return None
+    if _element(window.results[0]) != _element(buffer):       # a copy that converts reads converted values
+        return None
+    sizes, shape = view_sizes(window), _shape(buffer)
+    if view_sizes(destination) != sizes or len(sizes) != len(shape):
+        return None
+    fill = _fill_branch(copy, buffer, sizes, shape)
+    if fill is None:
+        return None
+    readers = _readers(copy, buffer, fill, destination)
+    if not readers:
+        return "the tile is used other than by local computations after the copy"
+    written = _first_write_until(copy, readers[-1])
+    if written is not None:
+        return f"{written} may write the argument before the tile's last read"
+    return fill, buffer, readers
+
+
+def _shape(buffer) -> list:
+    from mlir import ir
+    return list(ir.MemRefType(buffer.type).shape)
+
+
+def _element(memref):
+    from mlir import ir
+    return ir.MemRefType(memref.type).element_type
+
+
+def _local(memref) -> bool:
+    owner = defining_op(through_views(memref))
+    return owner is not None and owner.name in _LOCAL + ("memref.get_global",)
+
+
+def _fill_branch(copy, buffer, sizes, shape):
+    """The scf.if before `copy` in its block that fills the rest of `buffer` when the window is partial:
+    its condition an `or` of `n_d != full_d` for each dynamic size, its body fills of subviews of buffer
+    with one value and index arithmetic; None when there is none such."""
+    ops = [o.operation for o in copy.block.operations]
+    for op in reversed(ops[:ops.index(copy)]):
+        if op.name != "scf.if":
+            continue
+        if len(op.results) or len(op.regions[1].blocks) or not _fills_only(op, buffer):
+            return None
+        return op if _condition_covers(op.operands[0], sizes, shape) else None
+    return None
+
+
+def _fills_only(branch, buffer) -> bool:
+    values = set()
+    for op in branch.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "linalg.fill":
+            target = defining_op(op.operands[1])
+            if target is None or target.name != "memref.subview" or target.operands[0] != buffer:
+                return False
+            values.add(op.operands[0])
+        elif not (without_effects(op) or op.name == "scf.yield"):
+            return False
+    return len(values) == 1
+
+
+def _condition_covers(condition, sizes, shape) -> bool:
+    """Whether `condition` holds whenever some dynamic size differs from the buffer's (an `or` of `!=`)."""
+    terms, pending = [], [condition]
+    while pending:
+        op = defining_op(pending.pop())
+        if op is not None and op.name == "arith.ori":
+            pending += list(op.operands)
+        else:
+            terms.append(op)
+    covered = set()
+    for op in terms:
+        if op is None or op.name != "arith.cmpi" or _predicate(op) != 1:        # 1: ne
+            continue
+        a, b = op.operands
+        for d, (n, full) in enumerate(zip(sizes, shape)):
+            if not isinstance(n, int) and ((a == n and constant_int(b) == full) or
+                                           (b == n and constant_int(a) == full)):
+                covered.add(d)
+    return all(d in covered or n == full for d, (n, full) in enumerate(zip(sizes, shape)))
+
+
+def _predicate(op) -> int:
+    from mlir import ir
+    return ir.IntegerAttr(op.attributes["predicate"]).value
+
+
+def _readers(copy, buffer, fill, destination) -> list:
+    """The operations after `copy` in its block that read `buffer` whole (linalg ops taking it as an
+    input, loads), in order; empty when something else uses it."""
+    ops = [o.operation for o in copy.block.operations]
+    after = ops[ops.index(copy) + 1:]
+    readers = []
+    for use in buffer.uses:
+        user = use.owner
+        if user == destination or (user.name == "memref.subview" and inside(user, fill)):
+            continue
+        reads = user.name == "memref.load" or (user.name.startswith("linalg.") and
+                                               use.operand_number < _inputs_of(user))
+        if not reads or user not in after:
+            return []
+        readers.append(user)
+    return sorted(readers, key=after.index)
+
+
+def _inputs_of(linalg_op) -> int:
+    """How many of a linalg op's operands are inputs (the rest are its outputs)."""
+    return len(linalg_op.opview.inputs)
+
+
+def _first_write_until(copy, last) -> Optional[str]:
+    """The name of the first op after `copy` up to `last` (in one block) that may write memory other than
+    local buffers, or None."""
+    ops = [o.operation for o in copy.block.operations]
+    for op in ops[ops.index(copy) + 1:ops.index(last) + 1]:
+        if not _writes_only_local(op):
+            return op.name
+    return None
+
+
+def _writes_only_local(op) -> bool:
+    if without_effects(op) or op.name in _LOCAL + ("memref.load", "scf.yield", "linalg.yield"):
+        return True
+    if op.name == "memref.store":
+        return _local(accessed(op)[0])
+    if op.name.startswith("linalg."):
+        return all(_local(v) for v in list(op.operands)[_inputs_of(op):]) and _body_pure(op)
+    if op.name in ("scf.if", "scf.for"):
+        return all(_writes_only_local(inner) for inner in collect_ops(op, lambda o: o != op))
+    return False
+
+
+def _body_pure(linalg_op) -> bool:
+    return all(without_effects(o) or o.name in ("linalg.yield", "linalg.index")
+               for o in collect_ops(linalg_op, lambda o: o != linalg_op))
+
+
+# ------------------------------------------------------------------------------------------ rewriting
+
+def _rewrite(copy, fill, buffer, readers) -> None:
+    from mlir import ir
+    from mlir.dialects import memref, scf
+    window, destination = defining_op(copy.operands[0]), defining_op(copy.operands[1])
+    shape = _shape(buffer)
+    whole_type = _whole_type(window, shape)
+    with ir.InsertionPoint(copy), copy.location:
+        branch = scf.IfOp(fill.operands[0], [whole_type], has_else=True)
+    with ir.InsertionPoint(branch.then_block), copy.location:
+        tile = memref.CastOp(whole_type, buffer)
+        scf.YieldOp([tile.result])
+    with ir.InsertionPoint(branch.else_block), copy.location:
+        scf.YieldOp([_whole(window, shape, whole_type)])
+    end = tile.operation
+    fill.move_before(end)
+    copy.operands[0] = _moved_or_cloned(window, end)
+    copy.operands[1] = _moved_or_cloned(destination, end)
+    copy.move_before(end)
+    for reader in readers:
+        for i, operand in enumerate(reader.operands):
+            if operand == buffer:
+                reader.operands[i] = branch.results[0]
+
+
+def _whole_type(window, shape):
+    """The type of the window's cast widened to the whole tile: static sizes, its offset and strides."""
+    from mlir import ir
+    window_type = ir.MemRefType(window.results[0].type)
+    return ir.MemRefType.get(shape, window_type.element_type, window_type.layout)
+
+
+def _whole(window, shape, whole_type):
+    """`window` with the tile's sizes: the argument's elements the whole tile covers."""
+    from mlir import ir
+    from mlir.dialects import memref
+    offsets, _, strides = offsets_sizes_strides(window)
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    return memref.ReinterpretCastOp(
+        whole_type, window.operands[0], [v for v in offsets if not isinstance(v, int)], [],
+        [v for v in strides if not isinstance(v, int)],
+        [v if isinstance(v, int) else dynamic for v in offsets], shape,
+        [v if isinstance(v, int) else dynamic for v in strides]).result
+
+
+def _moved_or_cloned(view, before):
+    """`view` (the copy's source or destination) placed before `before`: moved when the copy is its only
+    user, else cloned, so that its other users keep theirs."""
+    from mlir import ir
+    if len(list(view.results[0].uses)) == 1:
+        view.move_before(before)
+        return view.results[0]
+    return view.clone(ip=ir.InsertionPoint(before)).results[0]
