@@ -131,3 +131,19 @@ def through_casts(value):
         value = op.operands[0]
         op = defining_op(value)
     return value
+
+
+def window_at_origin(buffer, sizes):
+    """A new subview buffer[0, ...][sizes] with unit steps (sizes: static numbers or SSA values), at the
+    current insertion point."""
+    from mlir import ir
+    from mlir.dialects import memref
+    ty = ir.MemRefType(buffer.type)
+    strides, offset = ty.get_strides_and_offset()
+    dynamic_size = ir.ShapedType.get_dynamic_size()
+    static = [n if isinstance(n, int) else dynamic_size for n in sizes]
+    result = ir.MemRefType.get(static, ty.element_type, layout=ir.StridedLayoutAttr.get(offset, strides))
+    return memref.SubViewOp(
+        result, buffer, [], [n for n in sizes if not isinstance(n, int)], [],
+        ir.DenseI64ArrayAttr.get([0] * len(sizes)), ir.DenseI64ArrayAttr.get(static),
+        ir.DenseI64ArrayAttr.get([1] * len(sizes))).result

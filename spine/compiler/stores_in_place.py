@@ -2,7 +2,8 @@
 instead of a local tile that is then copied out (see stores_in_place below)."""
 from __future__ import annotations
 
-from ..ir_walk import collect_ops, defining_op, offsets_sizes_strides, through_views, without_effects, yielded
+from ..ir_walk import (collect_ops, defining_op, offsets_sizes_strides, through_views, window_at_origin,
+                      without_effects, yielded)
 
 
 def stores_in_place(module) -> None:
@@ -209,7 +210,7 @@ def _compute_window_into_destination(copy, generic, index, sizes) -> None:
                 windows.append(copy.operands[1])
             elif isinstance(operand.type, ir.MemRefType) and len(affine_map.results):
                 dims = [ir.AffineDimExpr(r).position for r in affine_map.results]
-                windows.append(_window(operand, [sizes[d] for d in dims]))
+                windows.append(window_at_origin(operand, [sizes[d] for d in dims]))
             else:
                 windows.append(operand)
         windowed = generic.operation.clone(ip=ir.InsertionPoint(copy))
@@ -217,18 +218,3 @@ def _compute_window_into_destination(copy, generic, index, sizes) -> None:
             windowed.operands[i] = value
     generic.operation.erase()
     copy.erase()
-
-
-def _window(buffer, sizes):
-    """subview buffer[0, ...][sizes] with unit steps."""
-    from mlir import ir
-    from mlir.dialects import memref
-    ty = ir.MemRefType(buffer.type)
-    strides, offset = ty.get_strides_and_offset()
-    dynamic_size = ir.ShapedType.get_dynamic_size()
-    static = [n if isinstance(n, int) else dynamic_size for n in sizes]
-    result = ir.MemRefType.get(static, ty.element_type, layout=ir.StridedLayoutAttr.get(offset, strides))
-    return memref.SubViewOp(
-        result, buffer, [], [n for n in sizes if not isinstance(n, int)], [],
-        ir.DenseI64ArrayAttr.get([0] * len(sizes)), ir.DenseI64ArrayAttr.get(static),
-        ir.DenseI64ArrayAttr.get([1] * len(sizes))).result

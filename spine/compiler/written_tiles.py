@@ -20,16 +20,20 @@ becomes the edge-tile branch:
     linalg.generic ins(%buf, ..) outs(%local)      linalg.generic ins(%tile, ..) outs(%local)
 
 (%partial is `%n != 1024`: the else branch runs when the window is the whole tile.) The passes after it
-then read the whole tile in place and the edge tile's window from the argument. Tiles read anywhere else,
-or with a write to memory that is not a local buffer (any argument: arguments may overlap), a call or an
-atomic between the copy and a read, keep their copy.
+then read the whole tile in place and the edge tile's window from the argument. The tile may be read
+directly or through views at its origin (a masked store's window, stores_in_place.py), and its last reader
+may write the tile's own window of the argument, elementwise, indexed as it reads the tile (`acc += x`
+stored back: each element is read before the same iteration writes it). Tiles read anywhere else, or with
+a write to other memory that is not a local buffer (any argument: arguments may overlap), a call or an
+atomic between the copy and a read, keep their copy. riscv64 guest instructions of that `acc += 2 x`, 16
+rows of 1,000 fp32 in tiles of 1,024: 20,016 -> 10,528.
 """
 from __future__ import annotations
 
 from typing import Optional
 
 from ..ir_walk import (accessed, at_origin, collect_ops, constant_int, defining_op, inside, offsets_sizes_strides,
-                      through_casts, through_views, view_sizes, without_effects)
+                      same_place, through_casts, through_views, view_sizes, window_at_origin, without_effects)
 
 _LOCAL = ("memref.alloca", "memref.alloc")
 
@@ -74,13 +78,14 @@ def _recognise(copy):
     fill = _fill_branch(copy, buffer, sizes, shape)
     if fill is None:
         return None
-    readers = _readers(copy, buffer, fill, destination)
-    if not readers:
+    uses = _uses(copy, buffer, fill, destination)
+    if not uses or not uses[0]:
         return "the tile is used other than by local computations after the copy"
-    written = _first_write_until(copy, readers[-1])
+    readers, views = uses
+    written = _first_write_until(copy, readers, {buffer} | {v.results[0] for v in views}, window)
     if written is not None:
         return f"{written} may write the argument before the tile's last read"
-    return fill, buffer, readers
+    return fill, buffer, readers, views
 
 
 def _shape(buffer) -> list:
@@ -152,22 +157,43 @@ def _predicate(op) -> int:
     return ir.IntegerAttr(op.attributes["predicate"]).value
 
 
-def _readers(copy, buffer, fill, destination) -> list:
-    """The operations after `copy` in its block that read `buffer` whole (linalg ops taking it as an
-    input, loads), in order; empty when something else uses it."""
+def _uses(copy, buffer, fill, destination) -> Optional[tuple]:
+    """(the operations that read `buffer`, in order; the views of it at its origin they read through), all
+    after `copy` in its block: linalg ops taking it as an input, loads; None when something else uses it."""
     ops = [o.operation for o in copy.block.operations]
     after = ops[ops.index(copy) + 1:]
-    readers = []
+    readers, views = [], []
     for use in buffer.uses:
         user = use.owner
         if user == destination or (user.name == "memref.subview" and inside(user, fill)):
             continue
-        reads = user.name == "memref.load" or (user.name.startswith("linalg.") and
-                                               use.operand_number < _inputs_of(user))
-        if not reads or user not in after:
-            return []
-        readers.append(user)
-    return sorted(readers, key=after.index)
+        if user.name == "memref.subview" and at_origin(user) and user in after and _keeps_rank(user):
+            inner = list(user.results[0].uses)
+            if not all(_reads(u) and u.owner in after for u in inner):
+                return None
+            readers += [u.owner for u in inner]
+            views.append(user)
+        elif _reads(use) and user in after:
+            readers.append(user)
+        else:
+            return None
+    unique = []
+    for op in sorted(readers, key=after.index):
+        if op not in unique:
+            unique.append(op)
+    return unique, views
+
+
+def _keeps_rank(view) -> bool:
+    """A view of as many dimensions as its source (rebuilt on the branch's result by window_at_origin)."""
+    from mlir import ir
+    return ir.MemRefType(view.results[0].type).rank == ir.MemRefType(view.operands[0].type).rank
+
+
+def _reads(use) -> bool:
+    user = use.owner
+    return (user.name == "memref.load" and use.operand_number == 0) or \
+        (user.name.startswith("linalg.") and use.operand_number < _inputs_of(user))
 
 
 def _inputs_of(linalg_op) -> int:
@@ -175,14 +201,37 @@ def _inputs_of(linalg_op) -> int:
     return len(linalg_op.opview.inputs)
 
 
-def _first_write_until(copy, last) -> Optional[str]:
-    """The name of the first op after `copy` up to `last` (in one block) that may write memory other than
-    local buffers, or None."""
+def _first_write_until(copy, readers: list, tile: set, window) -> Optional[str]:
+    """The name of the first op after `copy` up to the last reader (in one block) that may write memory
+    other than local buffers, or None. The last reader may also write the tile's own window of the
+    argument, element by element where it reads it (see _writes_own_window)."""
     ops = [o.operation for o in copy.block.operations]
-    for op in ops[ops.index(copy) + 1:ops.index(last) + 1]:
-        if not _writes_only_local(op):
+    for op in ops[ops.index(copy) + 1:ops.index(readers[-1]) + 1]:
+        if not (_writes_only_local(op) or (op == readers[-1] and _writes_own_window(op, tile, window))):
             return op.name
     return None
+
+
+def _writes_own_window(op, tile: set, window) -> bool:
+    """Whether `op` is an elementwise linalg.generic whose outputs are local or the argument's window the
+    tile was copied from (the same place), each indexed like its reads of the tile (`tile`: the buffer and
+    its views), by a permutation: each element is read before the same iteration writes it, and no other
+    iteration writes it."""
+    from mlir import ir
+    if op.name != "linalg.generic" or "reduction" in str(op.attributes["iterator_types"]) or not _body_pure(op):
+        return False
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    operands = list(op.operands)
+    read_maps = {str(maps[i]) for i in range(_inputs_of(op)) if operands[i] in tile}
+    for i in range(_inputs_of(op), len(operands)):
+        if _local(operands[i]):
+            continue
+        written = defining_op(operands[i])
+        if written is None or written.name != "memref.reinterpret_cast" or not same_place(written, window):
+            return False
+        if not maps[i].is_permutation or read_maps != {str(maps[i])}:
+            return False
+    return True
 
 
 def _writes_only_local(op) -> bool:
@@ -204,7 +253,7 @@ def _body_pure(linalg_op) -> bool:
 
 # ------------------------------------------------------------------------------------------ rewriting
 
-def _rewrite(copy, fill, buffer, readers) -> None:
+def _rewrite(copy, fill, buffer, readers, views) -> None:
     from mlir import ir
     from mlir.dialects import memref, scf
     window, destination = defining_op(copy.operands[0]), defining_op(copy.operands[1])
@@ -226,6 +275,10 @@ def _rewrite(copy, fill, buffer, readers) -> None:
         for i, operand in enumerate(reader.operands):
             if operand == buffer:
                 reader.operands[i] = branch.results[0]
+    for view in views:
+        with ir.InsertionPoint(view), view.location:
+            view.results[0].replace_all_uses_with(window_at_origin(branch.results[0], view_sizes(view)))
+        view.erase()
 
 
 def _whole_type(window, shape):

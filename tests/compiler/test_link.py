@@ -32,25 +32,28 @@ def imported_versions(so: bytes) -> dict[str, str | None]:
 
 
 @triton.jit
-def scale_rows_in_place_kernel(x_ptr, n_cols, BLOCK: tl.constexpr):
+def scale_rows_in_place_kernel(x_ptr, done_ptr, n_cols, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+    tl.store(done_ptr + row, 1)
     tl.store(x_ptr + row * n_cols + cols, x * 2.0, mask=cols < n_cols)
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="glibc's x86-64 memcpy versions")
 def test_host_kernels_call_the_current_memcpy(fresh_cache):
     """An unversioned memcpy binds to GLIBC_2.2.5's, a plain SSE2 memmove; the kernel must ask for the
-    version that picks the copy for the machine. (A masked load of a row the kernel writes copies it.)"""
+    version that picks the copy for the machine. (A masked load of a row the kernel writes, with a store
+    between it and the row's use, copies it: compiler/written_tiles.py.)"""
     triton.runtime.driver.set_active(CPUDriver(target="host"))
-    x = torch.randn(17, 100)
+    x, done = torch.randn(17, 100), torch.zeros(17, dtype=torch.int32)
     expected = x * 2
-    compiled = scale_rows_in_place_kernel.warmup(x, 100, BLOCK=128, grid=(17,))
+    compiled = scale_rows_in_place_kernel.warmup(x, done, 100, BLOCK=128, grid=(17,))
     imports = imported_versions(compiled.asm["so"])
     assert imports.get("memcpy") == "GLIBC_2.14", imports
-    scale_rows_in_place_kernel[(17,)](x, 100, BLOCK=128)
+    scale_rows_in_place_kernel[(17,)](x, done, 100, BLOCK=128)
     torch.testing.assert_close(x, expected)
+    assert torch.all(done == 1)
 
 
 def test_riscv_kernels_link_against_nothing(fresh_cache):

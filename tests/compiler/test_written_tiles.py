@@ -110,6 +110,55 @@ def test_a_copy_without_its_fill_is_left_alone():
     assert "-> (memref<1024xf16" not in rewritten(source, read_written_tiles_as_edge_tiles)
 
 
+# The tile read through the window a masked store computes (stores_in_place.py), by an op that writes
+# OUT: a local buffer's window, or the argument's own window at OFFSET.
+THROUGH_A_VIEW = """%v = memref.subview %buf[0] [%n] [1] : memref<1024xf16> to memref<?xf16, strided<[1]>>
+  %target = memref.reinterpret_cast %arg to offset: [OFFSET], sizes: [%n], strides: [1] : memref<?xf16> to memref<?xf16, strided<[1], offset: ?>>
+  linalg.generic {indexing_maps = [#map, #map], iterator_types = [ITERATOR]} ins(%v : memref<?xf16, strided<[1]>>) outs(%target : memref<?xf16, strided<[1], offset: ?>>) {
+  ^bb0(%in: f16, %prev: f16):
+    %d = arith.addf %in, %in : f16
+    linalg.yield %d : f16
+  }"""
+
+
+def through_a_view(offset: str = "%o", iterator: str = '"parallel"') -> str:
+    return THROUGH_A_VIEW.replace("OFFSET", offset).replace("ITERATOR", iterator)
+
+
+def test_a_read_through_a_view_that_writes_the_tiles_own_window_goes_in_place():
+    """Each element is read before the same iteration writes it, and no other iteration writes it."""
+    text = rewrite(reader=through_a_view())
+    filecheck(text, """
+CHECK: %[[TILE:.*]] = scf.if %{{.*}} -> (memref<1024xf16, strided<[1], offset: ?>>) {
+CHECK: %[[VIEW:.*]] = memref.subview %[[TILE]][0] [%arg2] [1] : memref<1024xf16, strided<[1], offset: ?>> to memref<?xf16, strided<[1], offset: ?>>
+CHECK: linalg.generic {{.*}} ins(%[[VIEW]] :
+""")
+    assert note(reader=through_a_view()) is None
+
+
+@pytest.mark.parametrize("offset,iterator", [("%c0", '"parallel"'),       # another place of the argument
+                                             ("%o", '"reduction"')])      # many iterations write one element
+def test_a_write_elsewhere_than_where_each_element_was_read_keeps_the_copy(offset, iterator):
+    reader = through_a_view(offset, iterator)
+    assert "-> (memref<1024xf16" not in rewrite(reader=reader)
+    assert "linalg.generic may write the argument" in note(reader=reader)
+
+
+def test_a_read_through_a_view_of_fewer_dimensions_keeps_the_copy():
+    """A reduction's first element, read through a rank-reducing view."""
+    first = ("%v = memref.subview %buf[0] [1] [1] : memref<1024xf16> to memref<f16>\n"
+             "  %f = memref.load %v[] : memref<f16>\n"
+             "  %fe = arith.extf %f : f16 to f32\n"
+             "  memref.store %fe, %acc[%c0] : memref<1024xf32>")
+    assert "-> (memref<1024xf16" not in rewrite(reader=first)
+    assert "used other than by local computations" in note(reader=first)
+
+
+def test_a_writing_reader_that_is_not_the_last_keeps_the_copy():
+    """A read after it would see what it wrote, where the copy kept the values from before."""
+    assert "-> (memref<1024xf16" not in rewrite(reader=through_a_view() + "\n  " + READ)
+
+
 @triton.jit
 def accumulate_rows_kernel(acc_ptr, x_ptr, sums_ptr, n, BLOCK: tl.constexpr):
     """acc[row] += 2 x[row] and its sum, masked: the tile of acc is read, added to on the stack (the sum
@@ -131,6 +180,17 @@ def passes_of(kernel, tmp_path, monkeypatch, *args, **constants) -> str:
     return (tmp_path / f"{kernel.__name__}.passes.txt").read_text()
 
 
+@triton.jit
+def add_in_place_kernel(acc_ptr, x_ptr, n, BLOCK: tl.constexpr):
+    """acc[row] += 2 x[row], masked, stored straight back."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n
+    acc = tl.load(acc_ptr + row * n + cols, mask=mask, other=0.0)
+    x = tl.load(x_ptr + row * n + cols, mask=mask, other=0.0)
+    tl.store(acc_ptr + row * n + cols, acc + 2 * x, mask=mask)
+
+
 @pytest.mark.parametrize("n", [1, 45, 128, 300])
 def test_masked_read_modify_write(target, n):
     acc, x, sums = torch.randn(3, n), torch.randn(3, n), torch.empty(3)
@@ -138,14 +198,35 @@ def test_masked_read_modify_write(target, n):
     accumulate_rows_kernel[(3,)](acc, x, sums, n, BLOCK=triton.next_power_of_2(n))
     torch.testing.assert_close(acc, expected)
     torch.testing.assert_close(sums, expected.sum(dim=1))
+    add_in_place_kernel[(3,)](acc, x, n, BLOCK=triton.next_power_of_2(n))
+    torch.testing.assert_close(acc, expected + 2 * x)
 
 
-def test_the_read_modify_write_reads_its_tile_in_place(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kernel", [accumulate_rows_kernel, add_in_place_kernel])
+def test_the_read_modify_writes_read_their_tiles_in_place(kernel, tmp_path, monkeypatch):
     from spine.driver import CPUDriver
     triton.runtime.driver.set_active(CPUDriver(target="host"))
     acc, x, sums = torch.randn(3, 45), torch.randn(3, 45), torch.empty(3)
-    text = passes_of(accumulate_rows_kernel, tmp_path, monkeypatch, acc, x, sums, 45, BLOCK=64)
+    args = (acc, x, sums, 45) if kernel is accumulate_rows_kernel else (acc, x, 45)
+    text = passes_of(kernel, tmp_path, monkeypatch, *args, BLOCK=64)
     assert "written-edge-tiles: changed" in text, text
+
+
+@triton.jit
+def shifted_copy_kernel(a_ptr, b_ptr, n, BLOCK: tl.constexpr):
+    """b = a + 1, masked; b may be a one element further on (the launcher's alias-safe variant: written_tiles.py
+    must not read a in place after b's stores begin either)."""
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n
+    tl.store(b_ptr + cols, tl.load(a_ptr + cols, mask=mask, other=0.0) + 1.0, mask=mask)
+
+
+@pytest.mark.parametrize("n", [45, 64])
+def test_a_store_into_an_overlapping_argument_reads_the_values_from_before(target, n):
+    storage = torch.randn(n + 1)
+    expected = storage[:-1] + 1.0
+    shifted_copy_kernel[(1,)](storage[:-1], storage[1:], n, BLOCK=64)
+    torch.testing.assert_close(storage[1:], expected)
 
 
 @triton.jit
