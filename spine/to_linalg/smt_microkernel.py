@@ -344,13 +344,7 @@ def _in_place_or_packed(plan: _Plan, possible: bool, x, stride: str, emit) -> No
         return
     view, step, unit = _rows_view(x)
     in_place = replace(plan, **({"a_rows": view, "lda": step} if stride == "lda" else {"bp": view, "ldb": step}))
-    branch = scf.IfOp(unit, has_else=True)
-    with ir.InsertionPoint(branch.then_block):
-        emit(in_place)
-        scf.YieldOp([])
-    with ir.InsertionPoint(branch.else_block):
-        emit(plan)
-        scf.YieldOp([])
+    panels.branches(unit, lambda unit_stride: emit(in_place if unit_stride else plan))
 
 
 def _rows_view(a) -> tuple:
