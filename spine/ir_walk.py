@@ -81,6 +81,14 @@ def offsets_sizes_strides(op) -> tuple:
     return tuple(groups)
 
 
+def ancestor_in_block(op, block):
+    """`op`, or the op of `block` it is nested in; None when it is in neither."""
+    while op is not None and op.block != block:
+        parent = op.parent
+        op = parent.operation if parent is not None and parent.name != "builtin.module" else None
+    return op
+
+
 def at_origin(subview) -> bool:
     """Whether a subview starts at index 0 in every dimension and steps by 1."""
     from mlir import ir

@@ -2,8 +2,8 @@
 instead of a local tile that is then copied out (see stores_in_place below)."""
 from __future__ import annotations
 
-from ..ir_walk import (collect_ops, defining_op, offsets_sizes_strides, through_views, window_at_origin,
-                      without_effects, yielded)
+from ..ir_walk import (ancestor_in_block, collect_ops, defining_op, offsets_sizes_strides, through_views,
+                      window_at_origin, without_effects, yielded)
 
 
 def stores_in_place(module) -> None:
@@ -78,12 +78,12 @@ def _tile_written_then_copied(copy):
         return None
     rewrite = _next_full_write(buffer, copy)
     for use in buffer.uses:
-        user = _ancestor_in_block(use.owner.operation, writer.block)
+        user = ancestor_in_block(use.owner.operation, writer.block)
         if user is None or not (user == writer or user == window or user.is_before_in_block(writer) or
                                 (rewrite is not None and not user.is_before_in_block(rewrite))):
             return None
     for use in window.results[0].uses:      # the window may be copied out again after the rewrite
-        user = _ancestor_in_block(use.owner.operation, writer.block)
+        user = ancestor_in_block(use.owner.operation, writer.block)
         if user is None or not (user == copy or user.is_before_in_block(writer) or
                                 (rewrite is not None and not user.is_before_in_block(rewrite))):
             return None
@@ -115,7 +115,7 @@ def _next_full_write(buffer, copy):
     (_overwrites); else None."""
     first = None
     for use in buffer.uses:
-        user = _ancestor_in_block(use.owner.operation, copy.block)
+        user = ancestor_in_block(use.owner.operation, copy.block)
         if user is not None and copy.operation.is_before_in_block(user) and \
                 (first is None or user.is_before_in_block(first)):
             first = user
@@ -180,13 +180,6 @@ def _inputs_kept(generic, between: list) -> bool:
             if roots is None or roots & inputs:
                 return False
     return True
-
-
-def _ancestor_in_block(op, block):
-    while op is not None and op.block != block:
-        parent = op.parent
-        op = parent.operation if parent is not None and parent.name != "builtin.module" else None
-    return op
 
 
 def _previous_op(op):

@@ -26,7 +26,8 @@ arithmetic on values from outside it; any other shared op, or an op that serves 
 branch as it is."""
 from __future__ import annotations
 
-from ..ir_walk import collect_ops, defined_outside, defining_op, inside, through_views, yields
+from ..ir_walk import (ancestor_in_block, collect_ops, defined_outside, defining_op, inside, through_views,
+                      yields)
 
 # Pure, and defined for every operand: safe to compute whether or not the branch runs.
 HOISTABLE = ("arith.constant", "arith.addi", "arith.subi", "arith.muli", "arith.minsi", "arith.maxsi",
@@ -96,21 +97,13 @@ def _closure(start: list, block) -> set:
     """The ops of `block` among `start` and those their operands (at any depth inside them) come from."""
     found, pending = set(), [op for op in start if op is not None]
     while pending:
-        op = _in_block(pending.pop(), block)
+        op = ancestor_in_block(pending.pop(), block)
         if op is None or op in found:
             continue
         found.add(op)
         for inner in collect_ops(op, lambda _: True):
             pending += [defining_op(v) for v in inner.operands if defining_op(v) is not None]
     return found
-
-
-def _in_block(op, block):
-    """`op`, or the op of `block` it is nested in; None when it is in neither."""
-    while op is not None and op.block != block:
-        parent = op.parent
-        op = parent.operation if parent is not None and parent.name != "builtin.module" else None
-    return op
 
 
 def _written_roots(op) -> set:
