@@ -90,8 +90,14 @@ def _shape(branch) -> list:
 def _whole_when_not_partial(branch, sizes) -> bool:
     """The condition is an `or` of `n_d != full_d` covering every dynamic size: the else branch runs only
     when the window is the whole tile."""
-    terms = []
-    pending = [branch.operands[0]]
+    tested = dimensions_tested(branch.operands[0], sizes, _shape(branch))
+    return all(isinstance(n, int) or d in tested for d, n in enumerate(sizes))
+
+
+def dimensions_tested(condition, sizes, shape) -> set:
+    """The dimensions d whose dynamic window size sizes[d] the i1 `condition`, an `or` of terms, tests by
+    a term `sizes[d] != shape[d]` (either way round)."""
+    terms, pending = [], [condition]
     while pending:
         value = pending.pop()
         op = defining_op(value)
@@ -99,15 +105,15 @@ def _whole_when_not_partial(branch, sizes) -> bool:
             pending += list(op.operands)
         else:
             terms.append(op)
-    covered, shape = set(), _shape(branch)
+    tested = set()
     for op in terms:
         if op is None or op.name != "arith.cmpi" or _predicate(op) != 1:       # 1: ne
             continue
         for size_side, full_side in (tuple(op.operands), tuple(op.operands)[::-1]):
             for d, (n, full) in enumerate(zip(sizes, shape)):
                 if not isinstance(n, int) and n == size_side and constant_int(full_side) == full:
-                    covered.add(d)
-    return all(isinstance(n, int) or d in covered for d, n in enumerate(sizes))
+                    tested.add(d)
+    return tested
 
 
 def _fill_and_copy_only(branch, window, sizes) -> bool:

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..ir_walk import (accessed, at_origin, collect_ops, constant_int, defining_op, inside, offsets_sizes_strides,
+from ..ir_walk import (accessed, at_origin, collect_ops, defining_op, inside, offsets_sizes_strides,
                       same_place, through_casts, through_views, view_sizes, window_at_origin, without_effects)
+from .edge_tile_reads import dimensions_tested
 
 _LOCAL = ("memref.alloca", "memref.alloc")
 
@@ -132,29 +133,9 @@ def _fills_only(branch, buffer) -> bool:
 
 
 def _condition_covers(condition, sizes, shape) -> bool:
-    """Whether `condition` holds whenever some dynamic size differs from the buffer's (an `or` of `!=`)."""
-    terms, pending = [], [condition]
-    while pending:
-        op = defining_op(pending.pop())
-        if op is not None and op.name == "arith.ori":
-            pending += list(op.operands)
-        else:
-            terms.append(op)
-    covered = set()
-    for op in terms:
-        if op is None or op.name != "arith.cmpi" or _predicate(op) != 1:        # 1: ne
-            continue
-        a, b = op.operands
-        for d, (n, full) in enumerate(zip(sizes, shape)):
-            if not isinstance(n, int) and ((a == n and constant_int(b) == full) or
-                                           (b == n and constant_int(a) == full)):
-                covered.add(d)
-    return all(d in covered or n == full for d, (n, full) in enumerate(zip(sizes, shape)))
-
-
-def _predicate(op) -> int:
-    from mlir import ir
-    return ir.IntegerAttr(op.attributes["predicate"]).value
+    """Whether `condition` holds whenever some size differs from the buffer's (an `or` of `!=`)."""
+    tested = dimensions_tested(condition, sizes, shape)
+    return all(d in tested or n == full for d, (n, full) in enumerate(zip(sizes, shape)))
 
 
 def _uses(copy, buffer, fill, destination) -> Optional[tuple]:
