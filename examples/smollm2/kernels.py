@@ -213,16 +213,33 @@ def _q8_0_span(xn_ptr, w_ptr, w16_ptr, row, K, b_start, b_end, NB: tl.constexpr)
 
 
 @triton.jit
+def _q8_0_block_sums(xn_ptr, w_ptr, w16_ptr, row, K):
+    """Row `row`'s dot product a block a step, each block's products summed before its scale: on RVV a
+    block's 32 lanes are one vector (see int8_kernels._q4_1_q8_block_sums)."""
+    j = tl.arange(0, 32)
+    total = tl.zeros([1], tl.float32)
+    for b in range(0, K // 32):
+        blk = b + tl.arange(0, 1)
+        d, at = _q8_0_row_blocks(w_ptr, w16_ptr, row, K, blk, j)
+        x = tl.load(xn_ptr + blk[:, None] * 32 + j[None, :])
+        total += tl.sum(tl.load(w_ptr + at).to(tl.float32) * x, axis=1) * d
+    return tl.sum(total, axis=0)
+
+
+@triton.jit
 def q8_0_gemv_kernel(xn_ptr, w_ptr, w16_ptr, y_ptr, N, K, BLOCK_N: tl.constexpr, NB: tl.constexpr,
-                     NB_TAIL: tl.constexpr):
+                     NB_TAIL: tl.constexpr, BLOCK_SUMS: tl.constexpr):
     """y = xn @ W^T for one row of (already normalised) activations and W in Q8_0: the decode step's output
     head, BLOCK_N rows of W per program, in big steps of NB blocks and the rest in steps of NB_TAIL."""
     blocks = K // 32
     main = blocks - blocks % NB
     start, end = _program_rows(N, BLOCK_N)
     for row in range(start, end):
-        y = _q8_0_span(xn_ptr, w_ptr, w16_ptr, row, K, 0, main, NB)
-        y += _q8_0_span(xn_ptr, w_ptr, w16_ptr, row, K, main, blocks, NB_TAIL)
+        if BLOCK_SUMS:
+            y = _q8_0_block_sums(xn_ptr, w_ptr, w16_ptr, row, K)
+        else:
+            y = _q8_0_span(xn_ptr, w_ptr, w16_ptr, row, K, 0, main, NB)
+            y += _q8_0_span(xn_ptr, w_ptr, w16_ptr, row, K, main, blocks, NB_TAIL)
         tl.store(y_ptr + row, y)
 
 
@@ -437,6 +454,15 @@ GEMV_ROWS = 8  # rows of the matrix per program of a one-token product
 GEMV_STEP = 16  # blocks per step of the one-token kernels' main loop
 
 
+def _block_sums() -> bool:
+    """Whether the one-token products of Q8_0 (and of both formats with int8 activations) sum each block
+    whole, a block a step: for RISC-V code, whose vectors take a block's lanes best that way (bench/
+    RESULTS.md); x86 code takes steps of GEMV_STEP blocks. The fp32 Q4_1 products keep their steps on both:
+    summed per block they ran 4.5x the instructions."""
+    target = getattr(triton.runtime.driver.active, "target", None)
+    return target is not None and target.arch == "riscv64"
+
+
 def _tail_step(k: int) -> int:
     """Blocks per step of the rest after the main loop: any power of two that divides it."""
     rest = (k // QK) % GEMV_STEP
@@ -471,7 +497,7 @@ def _gemv(x, w, norm, residual, eps, y):
     steps = dict(BLOCK_N=GEMV_ROWS, NB=GEMV_STEP, NB_TAIL=_tail_step(w.cols))
     xn = x if norm is None else _rmsnorm(x, norm, eps)
     if w.kind == "Q8_0":
-        q8_0_gemv_kernel[grid](xn, w.values, w.halves, y, w.rows, w.cols, **steps)
+        q8_0_gemv_kernel[grid](xn, w.values, w.halves, y, w.rows, w.cols, BLOCK_SUMS=_block_sums(), **steps)
         return y
     q4_1_gemv_kernel[grid](xn, w.data, w.halves, x if residual is None else residual, y, w.rows, w.cols,
                            RESIDUAL=residual is not None, **steps)

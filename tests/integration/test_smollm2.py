@@ -145,7 +145,7 @@ def test_prompt_beyond_the_cache_is_a_clear_error(host_driver, gguf):
         SmolLM2.load(gguf, capacity=gguf.config.context + 1, n_layers=1)
 
 
-def test_quantized_kernels_against_dequantized_weights(target, gguf):
+def test_quantized_kernels_against_dequantized_weights(target, gguf, monkeypatch):
     """Each kernel on odd row counts: Q4_1 and Q8_0 products (with the fused norm and residual), the embedding,
     against the `gguf` package's dequantization."""
     gate, head = gguf.tensor("blk.0.ffn_gate.weight"), gguf.tensor("token_embd.weight")
@@ -158,6 +158,12 @@ def test_quantized_kernels_against_dequantized_weights(target, gguf):
     e = torch.from_numpy(gguf_file.dequantize(head)[:300])
     table = kernels.QuantMatrix("Q8_0", torch.from_numpy(np.array(head.data[:300])), head.shape[1])
     torch.testing.assert_close(kernels.linear(x, table, norm=norm, eps=1e-5), xn @ e.T, rtol=1e-4, atol=1e-4)
+    # the one-row head: a block a step on riscv64, steps of blocks on x86, and both ways on either
+    assert kernels._block_sums() == (target == "riscv64")
+    for block_sums in (False, True):
+        monkeypatch.setattr(kernels, "_block_sums", lambda: block_sums)
+        torch.testing.assert_close(kernels.linear(x[3:4], table, norm=norm, eps=1e-5), xn[3:4] @ e.T, rtol=1e-4,
+                                   atol=1e-4)
     ids = torch.tensor([299, 0, 17], dtype=torch.int32)
     torch.testing.assert_close(kernels.embedding(ids, table), e[ids.long()])
     logits = torch.randn(1000)

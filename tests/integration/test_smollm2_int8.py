@@ -66,11 +66,14 @@ def q8_0_q8_product(x, w: kernels.QuantMatrix):
     return (sums * (d[:, None, :] * wd[None]).double()).sum(-1).float()
 
 
-@pytest.mark.parametrize("target", ["host", "riscv64"])
-def test_int8_kernels_against_llama_cpps_arithmetic(target, gguf, monkeypatch):
+@pytest.mark.parametrize("target, block_sums", [("host", False), ("host", True), ("riscv64", True)])
+def test_int8_kernels_against_llama_cpps_arithmetic(target, block_sums, gguf, monkeypatch):
     """Quantizing is exact; the products differ from the float64 sums of the same integers by fp32 order
-    only. Odd row counts: the several-token kernels (tl.dot on int8) and the one-token ones."""
+    only. Odd row counts: the several-token kernels (tl.dot on int8) and the one-token ones, which sum
+    each block whole on riscv64 and take steps across blocks on x86 (both ways on the host)."""
     _use(target, monkeypatch)
+    assert int8_kernels._block_sums() == (target == "riscv64")
+    monkeypatch.setattr(int8_kernels, "_block_sums", lambda: block_sums)
     torch.manual_seed(0)
     gate, head = gguf.tensor("blk.0.ffn_gate.weight"), gguf.tensor("token_embd.weight")
     w = kernels.QuantMatrix("Q4_1", torch.from_numpy(np.array(gate.data[:70])), gate.shape[1])
