@@ -26,12 +26,24 @@ RUNTIME_CALL_PREFIX = "__kmpc_"      # the OpenMP runtime ABI the translation of
 SPINE_RUNTIME_PREFIX = "spine_kmpc_"  # cpp/parallel_loops.c
 
 
+# The loop vectoriser's remainder iterations run as a scalar epilogue, not folded into a last, partial
+# vector iteration. RISC-V's default folds the tail (an EVL loop: every iteration sets vl), which costs
+# a whole vector iteration however few the remaining elements, and the vectoriser's iterations across
+# unrolled tiles are long: a SmolLM2 head row of 18 blocks ran as 16 blocks and 2 blocks, each 300 guest
+# instructions, where a scalar epilogue takes the 2 for about 37 each (1.60 -> 0.96 instructions a weight,
+# bench/RESULTS.md). x86's vectoriser keeps an epilogue by default: there this changes nothing. LLVM has
+# this choice only as a process-wide option, set once before anything is compiled.
+LLVM_OPTIONS = ("-prefer-predicate-over-epilogue=scalar-epilogue",)
+
+
 @functools.lru_cache(maxsize=None)
 def _llvm():
     import llvmlite.binding as llvm
     with _init_lock:
         llvm.initialize_all_targets()
         llvm.initialize_all_asmprinters()
+        for option in LLVM_OPTIONS:
+            llvm.set_option("spine", option)
     return llvm
 
 
