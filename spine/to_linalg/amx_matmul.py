@@ -130,10 +130,7 @@ def _define_block(module_body: ir.Block, layout: vp.Layout, accumulates: bool) -
         return name
     i64 = ir.IntegerType.get_signless(64)
     count = 2 * (4 if accumulates else 3)
-    with ir.InsertionPoint.at_block_begin(module_body), ir.Location.unknown():
-        fn = llvm.LLVMFuncOp(name, ir.TypeAttr.get(ir.Type.parse(f"!llvm.func<void ({', '.join(['i64'] * count)})>")),
-                             linkage=ir.Attribute.parse("#llvm.linkage<internal>"))
-        entry = fn.body.blocks.append(*[i64] * count)
+    entry = vp.internal_function(module_body, name, [i64] * count)
     with ir.InsertionPoint(entry), ir.Location.unknown():
         half = count // 2
         (a, b, c), (a_row, b_row, c_row) = entry.arguments[:3], entry.arguments[half:half + 3]

@@ -118,10 +118,7 @@ def _define_byte_sums(module_body: ir.Block, lanes: int) -> str:
     i8 = ir.IntegerType.get_signless(8)
     word = ir.VectorType.get([lanes], ir.IntegerType.get_signless(32))
     bytes_type = ir.VectorType.get([4 * lanes], i8)
-    with ir.InsertionPoint.at_block_begin(module_body), ir.Location.unknown():
-        fn = llvm.LLVMFuncOp(name, ir.TypeAttr.get(ir.Type.parse(f"!llvm.func<{word} ({word}, {bytes_type})>")),
-                             linkage=ir.Attribute.parse("#llvm.linkage<internal>"))
-        entry = fn.body.blocks.append(word, bytes_type)
+    entry = vp.internal_function(module_body, name, [word, bytes_type], word)
     with ir.InsertionPoint(entry), ir.Location.unknown():
         ones = arith.ConstantOp(bytes_type, ir.DenseElementsAttr.get_splat(bytes_type, ir.IntegerAttr.get(i8, 1)))
         total = llvm.call_intrinsic(word, INTRINSICS["i8", "i32", lanes], [entry.arguments[0], ones.result,
@@ -165,10 +162,7 @@ def _define_block(module_body: ir.Block, kernel, layout: vp.Layout, accumulates:
     i64 = ir.IntegerType.get_signless(64)
     addresses = 3 + accumulates + integer
     count = addresses + 3 + accumulates
-    with ir.InsertionPoint.at_block_begin(module_body), ir.Location.unknown():
-        fn = llvm.LLVMFuncOp(name, ir.TypeAttr.get(ir.Type.parse(f"!llvm.func<void ({', '.join(['i64'] * count)})>")),
-                             linkage=ir.Attribute.parse("#llvm.linkage<internal>"))
-        entry = fn.body.blocks.append(*[i64] * count)
+    entry = vp.internal_function(module_body, name, [i64] * count)
     with ir.InsertionPoint(entry), ir.Location.unknown():
         args = list(entry.arguments)
         a, b, c = args[:3]

@@ -333,3 +333,14 @@ def symbol(op) -> str:
 
 def defines(module_body: ir.Block, name: str) -> bool:
     return any(symbol(op) == name for op in module_body.operations)
+
+
+def internal_function(module_body: ir.Block, name: str, inputs: list, result: Optional[ir.Type] = None) -> ir.Block:
+    """A new `llvm.func internal @name` taking `inputs` (types) and returning `result` (None: nothing), at the
+    top of the module; returns its entry block, whose arguments are the inputs. The register blocks and
+    their helpers are such functions: buffer deallocation leaves llvm.func alone (amx_matmul.py)."""
+    signature = f"!llvm.func<{result if result is not None else 'void'} ({', '.join(str(t) for t in inputs)})>"
+    with ir.InsertionPoint.at_block_begin(module_body), ir.Location.unknown():
+        fn = llvm.LLVMFuncOp(name, ir.TypeAttr.get(ir.Type.parse(signature)),
+                             linkage=ir.Attribute.parse("#llvm.linkage<internal>"))
+        return fn.body.blocks.append(*inputs)
