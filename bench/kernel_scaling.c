@@ -9,7 +9,8 @@
  *   cc -O2 bench/kernel_scaling.c cpp/grid.c cpp/fault_guard.c cpp/device_io.c cpp/profile_buffers.c \
  *      cpp/openmp_team.c -Icpp -rdynamic -ldl -lpthread -lm -o kernel_scaling && ./kernel_scaling manifest.txt 16
  *
- * Prints, per kernel, the best of several launches on 1, 2, 4, ... threads and the speed-up. */
+ * Prints, per kernel, the best of several launches on 1, 2, 4, ... threads and the speed-up (with `only`,
+ * on max_threads alone). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
@@ -80,8 +81,10 @@ static double best_time(kernel_t *k, int threads, int reps) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s manifest.txt [max_threads]\n", argv[0]); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: %s manifest.txt [max_threads [only]]\n", argv[0]); return 2; }
     int max_threads = argc > 2 ? atoi(argv[2]) : spine_num_cores();
+    /* "only": max_threads alone, not the sweep from one thread up (bench/torch_matmul.py --spine) */
+    int only = argc > 3 && strcmp(argv[3], "only") == 0;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", argv[1]);
     char *slash = strrchr(dir, '/');
@@ -97,10 +100,10 @@ int main(int argc, char **argv) {
         if (!parse(line, dir, &k)) continue;
         best_time(&k, max_threads, 2);  /* warm the pool, the pages and the caches */
         double base = 0;
-        for (int t = 1; t <= max_threads; t *= 2) {
+        for (int t = only ? max_threads : 1; t <= max_threads; t *= 2) {
             double dt = best_time(&k, t, 5);
-            if (t == 1) base = dt;
-            printf("| %s | %d | %.2f | %.2f | %.0f%% |\n", k.name, t, dt * 1e3, base / dt, 100.0 * base / dt / t);
+            if (base == 0) base = dt;
+            printf("| %s | %d | %.3f | %.2f | %.0f%% |\n", k.name, t, dt * 1e3, base / dt, 100.0 * base / dt / t);
             fflush(stdout);
             if (t * 2 > max_threads && t != max_threads) t = max_threads / 2;
         }

@@ -2,9 +2,13 @@
 for a generic x86-64 level into .so files, writes a manifest and builds the C driver
 (bench/kernel_scaling.c) that runs them through the grid runtime on 1..N threads.
 
-    .venv/bin/python bench/kernel_scaling.py OUT_DIR [--cpu x86-64-v3] [--run]
+    .venv/bin/python bench/kernel_scaling.py OUT_DIR [--cpu x86-64-v3] [--matmul] [--run]
 
-Copy OUT_DIR to the machine to measure and run `./kernel_scaling manifest.txt 16` there.
+Copy OUT_DIR to the machine to measure and run `./kernel_scaling manifest.txt 16` there. The kernels are
+only compiled here (triton's warmup), so a CPU name this machine cannot run (sapphirerapids' AMX on an AMD
+host) builds as well. `--matmul`: the matrix products of bench/dot_matmul.py instead (fp32, int8 -> int32,
+bf16 -> fp32 at 512^3 and 1024^3), to set beside torch's on that machine (bench/torch_matmul.py, which needs
+only torch).
 """
 from __future__ import annotations
 
@@ -28,36 +32,55 @@ def kernels():
 
     s = 1024
     a = torch.rand(64, 64)
-    yield ("matmul fp32 1024^3 (tl.dot, 32x32x32 tiles)",
-           lambda: matmul_kernel[(2, 2)](a, a, torch.empty(64, 64), 64, 64, 64, 64, 1, 64, 1, 64, 1,
-                                         BM=32, BN=32, BK=32),
-           (s // 32, s // 32, 1), [f"b{4 * s * s}"] * 3 + [f"i{s}"] * 3 + [f"i{s}", "i1", f"i{s}", "i1", f"i{s}", "i1"])
-    yield ("matmul fp32 1024^3 (tl.dot, 64x64x32 tiles)",
-           lambda: matmul_kernel[(1, 1)](a, a, torch.empty(64, 64), 64, 64, 64, 64, 1, 64, 1, 64, 1,
-                                         BM=64, BN=64, BK=32),
-           (s // 64, s // 64, 1), [f"b{4 * s * s}"] * 3 + [f"i{s}"] * 3 + [f"i{s}", "i1", f"i{s}", "i1", f"i{s}", "i1"])
-    yield ("matmul fp32 1024^3 (tl.dot, 64x64x64 tiles)",
-           lambda: matmul_kernel[(1, 1)](a, a, torch.empty(64, 64), 64, 64, 64, 64, 1, 64, 1, 64, 1,
-                                         BM=64, BN=64, BK=64),
-           (s // 64, s // 64, 1), [f"b{4 * s * s}"] * 3 + [f"i{s}"] * 3 + [f"i{s}", "i1", f"i{s}", "i1", f"i{s}", "i1"])
+    for bm, bk in ((32, 32), (64, 32), (64, 64)):
+        yield _matmul(matmul_kernel, f"matmul fp32 1024^3 (tl.dot, {bm}x{bm}x{bk} tiles)", a, a, torch.empty(64, 64),
+                      s, bm, bk)
     rows, cols = 8192, 1000
     x = torch.rand(4, cols)
     yield ("softmax fp32 8192x1000",
-           lambda: softmax_kernel[(4,)](torch.empty_like(x), x, cols, cols, cols, BLOCK=1024),
+           lambda: softmax_kernel.warmup(torch.empty_like(x), x, cols, cols, cols, BLOCK=1024, grid=(4,)),
            (rows, 1, 1), [f"b{4 * rows * cols}"] * 2 + [f"i{cols}"] * 3)
     n = 1 << 24
     y = torch.rand(4096)
     yield ("erf fp32 16M",
-           lambda: elementwise_math_kernel[(4,)](y, torch.empty_like(y), 4096, 0.5, BLOCK=4096, OP="erf"),
+           lambda: elementwise_math_kernel.warmup(y, torch.empty_like(y), 4096, 0.5, BLOCK=4096, OP="erf", grid=(4,)),
            (n // 4096, 1, 1), [f"b{4 * n}"] * 2 + [f"i{n}", "f0.5"])
     # The same kernel on data that stays in the caches: arithmetic, not memory bandwidth, sets its speed.
     n = 1 << 20
     yield ("erf fp32 1M (cache-resident)",
-           lambda: elementwise_math_kernel[(4,)](y, torch.empty_like(y), 4096, 0.5, BLOCK=4096, OP="erf"),
+           lambda: elementwise_math_kernel.warmup(y, torch.empty_like(y), 4096, 0.5, BLOCK=4096, OP="erf", grid=(4,)),
            (n // 4096, 1, 1), [f"b{4 * n}"] * 2 + [f"i{n}", "f0.5"])
 
 
-def build(out_dir: str, cpu: str) -> str:
+def matmul_kernels():
+    """bench/dot_matmul.py's products: the tutorial kernel in fp32, int8 -> int32 and bf16 -> fp32, one-thread
+    tiles as that script measures them."""
+    import torch
+    from tests.ops.test_dot import matmul_kernel as float_kernel
+    from tests.ops.test_matrix_unit import matmul_kernel as int_kernel
+    small = {"fp32": torch.rand(64, 64), "int8": torch.ones(64, 64, dtype=torch.int8),
+             "bf16": torch.rand(64, 64).bfloat16()}
+    sums = {"fp32": torch.empty(64, 64), "int8": torch.empty(64, 64, dtype=torch.int32), "bf16": torch.empty(64, 64)}
+    tiles = {"fp32": ((64, 64), (128, 64)), "int8": ((128, 128),), "bf16": ((128, 128),)}
+    for size in (512, 1024):
+        for kind in ("fp32", "int8", "bf16"):
+            kernel = int_kernel if kind == "int8" else float_kernel
+            for bm, bk in tiles[kind]:
+                yield _matmul(kernel, f"matmul {kind} {size}^3 ({bm}x{bm}x{bk} tiles)", small[kind], small[kind],
+                              sums[kind], size, bm, bk, element=small[kind].element_size())
+
+
+def _matmul(kernel, name, a, b, c, size, bm, bk, element=4):
+    """A square product of `size` in bm x bm x bk tiles, compiled on 64 x 64 operands whose integer arguments
+    specialise as the measured ones do (multiples of 16, unit strides)."""
+    def compile_it():
+        return kernel.warmup(a, b, c, 64, 64, 64, 64, 1, 64, 1, 64, 1, BM=bm, BN=bm, BK=bk, grid=(1, 1))
+    args = ([f"b{element * size * size}"] * 2 + [f"b{4 * size * size}"] + [f"i{size}"] * 3
+            + [f"i{size}", "i1", f"i{size}", "i1", f"i{size}", "i1"])
+    return name, compile_it, (size // bm, size // bm, 1), args
+
+
+def build(out_dir: str, cpu: str, matmul: bool = False) -> str:
     os.environ["SPINE_HOST_CPU"] = cpu
     import triton
     from spine.driver import CPUDriver
@@ -65,7 +88,7 @@ def build(out_dir: str, cpu: str) -> str:
     triton.runtime.driver.set_active(CPUDriver(target="host"))
     os.makedirs(out_dir, exist_ok=True)
     lines = []
-    for index, (name, launch, grid, args) in enumerate(kernels()):
+    for index, (name, launch, grid, args) in enumerate(matmul_kernels() if matmul else kernels()):
         compiled = launch()
         so = f"kernel{index}.so"
         with open(os.path.join(out_dir, so), "wb") as f:
@@ -86,9 +109,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir")
     parser.add_argument("--cpu", default="x86-64-v3", help="LLVM CPU name the kernels are compiled for")
+    parser.add_argument("--matmul", action="store_true", help="bench/dot_matmul.py's matrix products instead")
     parser.add_argument("--run", action="store_true", help="also run the driver here")
     args = parser.parse_args()
-    driver = build(args.out_dir, args.cpu)
+    driver = build(args.out_dir, args.cpu, args.matmul)
     print(f"built {driver} and {args.out_dir}/manifest.txt for {args.cpu}")
     if args.run:
         os.execv(driver, [driver, os.path.join(args.out_dir, "manifest.txt")])
