@@ -105,6 +105,15 @@ def prefetches_next_program(triple: str, cpu: str) -> bool:
     return bool(cpu) and not cpu.startswith(_AMD_CPU_PREFIXES + _GENERIC_CPU_PREFIXES)
 
 
+def byte_dot_lanes(triple: str, cpu: str, features: str) -> int:
+    """32-bit lanes of the CPU's `vpdpbusd` (sums of 4 byte products a lane): 16 with AVX512-VNNI (Cascade
+    Lake, Ice Lake, Zen 4 on), 8 with AVX-VNNI alone (Alder Lake on), 0 without either and off x86."""
+    if not triple.startswith("x86_64"):
+        return 0
+    known = cpu_features(triple, cpu, features)
+    return 16 if "+avx512vnni" in known else 8 if "+avxvnni" in known else 0
+
+
 def has_fused_multiply_add(triple: str, cpu: str, features: str) -> bool:
     """Whether code built for `cpu` may use fused multiply-add instructions: every RISC-V core with F; on x86
     all but the CPUs known to lack them (a level or feature string without FMA: x86-64-v2, Sandy Bridge). An

@@ -18,6 +18,7 @@ from typing import Callable
 from ..ir_walk import collect_ops
 from .atomic_expansion import expand_compare_and_swap
 from .boolean_buffers import booleans_as_bytes, has_boolean_buffers
+from .byte_dots import byte_dots_on_vnni
 from .buffer_placement import copies_to_linalg, small_tiles_on_stack
 from .edge_tile_reads import mark_edge_tiles, read_edge_tiles_in_place
 from .loop_fusion import fuse_adjacent_loops
@@ -136,17 +137,20 @@ class LoweringChoices:
     # The entry point sets the streaming-stores flag (x86 kernels whose launches can write more than the
     # caches keep): store loops into arguments get a streaming version (streaming_stores.py).
     streaming_stores: bool = False
+    # 32-bit lanes of the CPU's vpdpbusd (16: AVX512-VNNI, 8: AVX-VNNI, 0: none): sums of four byte products
+    # run on it (byte_dots.py).
+    byte_dot_lanes: int = 0
 
     @classmethod
     def for_target(cls, triple: str, debug: bool = False, cpu: str = "", features: str = "",
                    streaming_stores: bool = False, fp_fusion: bool = True) -> "LoweringChoices":
-        from ..targets import cpu_features, has_fused_multiply_add
+        from ..targets import byte_dot_lanes, cpu_features, has_fused_multiply_add
         riscv = triple.startswith("riscv")
         avx512 = not riscv and "+avx512f" in cpu_features(triple, cpu, features)
         fma = has_fused_multiply_add(triple, cpu, features)
         return cls(inline_copies=riscv, short_chains=not riscv, line_tables=debug, ldexp_scaling=avx512,
                    fused_multiply_add=fma, contract_products=fp_fusion and fma,
-                   streaming_stores=streaming_stores and triple.startswith("x86_64"))
+                   streaming_stores=streaming_stores and triple.startswith("x86_64"), byte_dot_lanes=byte_dot_lanes(triple, cpu, features))
 
 
 def _set_function_attributes(module, choices: LoweringChoices) -> None:
@@ -209,6 +213,15 @@ def _streams(module, choices) -> bool:
     return choices.streaming_stores
 
 
+def _has_byte_dots(module, choices) -> bool:
+    """for x86 CPUs with vpdpbusd (AVX512-VNNI, AVX-VNNI)"""
+    return choices.byte_dot_lanes > 0
+
+
+def _byte_dots(module, choices):
+    return byte_dots_on_vnni(module, choices.byte_dot_lanes)
+
+
 def _to_llvm_dialect(module, choices) -> None:
     """TO_LLVM; with the OpenMP dialect's conversion where smt.parallel loops became omp ops."""
     has_openmp = bool(collect_ops(module, lambda op: op.name.startswith("omp.")))
@@ -260,6 +273,8 @@ LLIR_PIPELINE = (
          "(tile_branches.py)", _on_module(split_tile_branches)),
     Pass("mark-edge-tiles", "the branches that copy an edge tile are marked (edge_tile_reads.py)",
          _on_module(mark_edge_tiles)),
+    Pass("byte-dots-on-vnni", "sums of byte products run on vpdpbusd (byte_dots.py)", _byte_dots,
+         _has_byte_dots),
     Pass("to-loops", "linalg to loops; math ops upstream expands", upstream(TO_LOOPS)),
     Pass("read-edge-tiles-in-place", "reads of marked edge tiles go to the argument or the fill value "
          "(edge_tile_reads.py)", _on_module(read_edge_tiles_in_place)),
