@@ -73,6 +73,11 @@ class Rows:
     partials: int
     merged_groups: bool   # E = 4 with the groups' dimension folded into the rows
 
+    def chunk_rows(self, lanes: int) -> int:
+        """Rows whose sums make one vector of `lanes` outputs (a row of E > 4 bytes gives one output, a row of
+        groups one per group): the loop's step. 0 when a row is longer than a vector (several a row)."""
+        return lanes if self.partials > 1 else GROUP * lanes // self.row_bytes
+
 
 def byte_dots_on_vnni(module, lanes: int):
     """Rewrites every qualifying reduction; returns None, or "gave up on ..." for candidates it left."""
@@ -188,17 +193,16 @@ def _rows(dot: ByteDot, lanes: int):
     for n in shape[:-1]:
         count *= n
     if dot.extent > GROUP:
-        if vector_bytes % dot.extent or count % lanes:
-            return f"rows of {dot.extent} bytes, {count} of them, that do not fill vectors of {vector_bytes}"
+        if vector_bytes % dot.extent:
+            return f"rows of {dot.extent} bytes, more than a vector of {vector_bytes} or not a part of one"
         return Rows(dot.extent, count, tuple(shape[:-1]), dot.extent // GROUP, False)
     merged = len(shape) > 1 and all(_strides(v)[-2] in (GROUP, DYNAMIC) for v in inputs)
     row_bytes = shape[-2] * GROUP if merged else GROUP
     rows = count // shape[-2] if merged else count
     row_shape = tuple(shape[:-2] if merged else shape[:-1])
-    fits = (vector_bytes % row_bytes == 0 and rows % (vector_bytes // row_bytes) == 0) if row_bytes <= vector_bytes \
-        else row_bytes % vector_bytes == 0
+    fits = vector_bytes % row_bytes == 0 if row_bytes <= vector_bytes else row_bytes % vector_bytes == 0
     if not fits:
-        return f"{rows} rows of {row_bytes} bytes, which do not fill vectors of {vector_bytes}"
+        return f"rows of {row_bytes} bytes, neither a part of a vector of {vector_bytes} nor whole vectors"
     return Rows(row_bytes, rows, row_shape, 1, merged)
 
 
@@ -266,29 +270,55 @@ def _with_known_strides(value, rows: Rows):
 
 
 def _vector_loop(dot: ByteDot, rows: Rows, lanes: int, inputs: list) -> None:
-    """The loop over chunks of rows, before the current insertion point, on `inputs` (static inner strides)."""
+    """The loop over chunks of rows, before the current insertion point, on `inputs` (static inner strides),
+    and after it the last rows, too few for a chunk: rows past them are zeros, not loaded, and only their
+    sums are added to the output."""
     from mlir import ir
-    from mlir.dialects import arith, scf, vector
+    from mlir.dialects import scf
     from ..to_linalg import index_math as im
-    generic = dot.generic
-    block_inputs = list(generic.regions[0].blocks[0].arguments)[:len(inputs)]
+    views = [_as_rows(v) if rows.merged_groups else v for v in inputs]
+    out = _flat(dot.generic.operands[len(inputs)])
+    step = rows.chunk_rows(lanes)
+    whole = rows.rows // step if step else rows.rows * rows.row_bytes // (GROUP * lanes)
+    if whole:
+        loop = scf.ForOp(im.const(0), im.const(whole), im.const(1))
+        with ir.InsertionPoint(loop.body):
+            _chunk(dot, rows, lanes, views, out, loop.induction_variable, None)
+            scf.YieldOp([])
+    if step and rows.rows % step:
+        _chunk(dot, rows, lanes, views, out, im.const(whole), rows.rows % step)
+
+
+def _chunk(dot: ByteDot, rows: Rows, lanes: int, views: list, out, c, valid) -> None:
+    """Chunk c's sums added to the output: all its rows (valid None), or only the first `valid`."""
+    from mlir import ir
+    from mlir.dialects import arith, vector
+    from ..to_linalg import index_math as im
+    from ..to_linalg import vnni_panels as vp
+    block_inputs = list(dot.generic.regions[0].blocks[0].arguments)[:len(views)]
     word = ir.VectorType.get([lanes], ir.IntegerType.get_signless(32))
     operand = ir.VectorType.get([GROUP * lanes], ir.IntegerType.get_signless(8))
-    views = [_as_rows(v) if rows.merged_groups else v for v in inputs]
-    out = _flat(generic.operands[len(inputs)])
-    chunks = rows.rows * rows.row_bytes // (GROUP * lanes * rows.partials)
-    loop = scf.ForOp(im.const(0), im.const(chunks), im.const(1))
-    with ir.InsertionPoint(loop.body):
-        c = loop.induction_variable
-        partials = []
-        for part in range(rows.partials):
-            v = arith.AddIOp(arith.MulIOp(c, im.const(rows.partials)).result, im.const(part)).result
-            loaded = {a: _gather(view, v, rows, operand) for a, view in zip(block_inputs, views)}
-            partials.append(_dot_products(dot, loaded, word, operand, lanes))
-        at = arith.MulIOp(c, im.const(lanes)).result
-        total = arith.AddIOp(vector.LoadOp(word, out, [at]).result, _lane_sums(partials)).result
-        vector.StoreOp(total, out, [at])
-        scf.YieldOp([])
+    per_vector = rows.chunk_rows(lanes) // rows.partials
+    partials = []
+    for part in range(rows.partials):
+        v = arith.AddIOp(arith.MulIOp(c, im.const(rows.partials)).result, im.const(part)).result
+        present = None if valid is None else max(0, min(per_vector, valid - part * per_vector))
+        if present == 0:
+            partials.append(vp.zero_vector(word))
+            continue
+        loaded = {a: _gather(view, v, rows, operand, present) for a, view in zip(block_inputs, views)}
+        partials.append(_dot_products(dot, loaded, word, operand, lanes))
+    at = arith.MulIOp(c, im.const(lanes)).result
+    if valid is None:
+        vector.StoreOp(arith.AddIOp(vector.LoadOp(word, out, [at]).result, _lane_sums(partials)).result, out, [at])
+        return
+    # the sums of the rows there are, as a shorter vector: a masked store would stall the loads that read
+    # them next (no store forwarding from masked stores on Zen 4; the Q4_1 rows of 18 blocks 7 % slower)
+    count = valid * lanes // rows.chunk_rows(lanes)
+    short = ir.VectorType.get([count], word.element_type)
+    total = _lane_sums(partials)
+    sums = vector.ShuffleOp(total, total, list(range(count))).result
+    vector.StoreOp(arith.AddIOp(vector.LoadOp(short, out, [at]).result, sums).result, out, [at])
 
 
 def _dot_products(dot: ByteDot, values: dict, word, operand, lanes: int):
@@ -345,8 +375,9 @@ def _flat(value):
     return memref.CollapseShapeOp(ir.MemRefType.get([size], t.element_type), value, [list(range(len(t.shape)))]).result
 
 
-def _gather(view, v, rows: Rows, vtype):
-    """Vector v (an index) of an input's bytes in row order: several rows loaded and joined, or a part of one."""
+def _gather(view, v, rows: Rows, vtype, present=None):
+    """Vector v (an index) of an input's bytes in row order: several rows loaded and joined, or a part of one;
+    only the first `present` rows loaded where it is given, zeros in place of the rest."""
     from mlir import ir
     from mlir.dialects import arith, vector
     from ..to_linalg import index_math as im
@@ -360,10 +391,16 @@ def _gather(view, v, rows: Rows, vtype):
     first = arith.MulIOp(v, im.const(per_vector)).result
     row_type = ir.VectorType.get([rows.row_bytes], ir.VectorType(vtype).element_type)
     parts = [vector.LoadOp(row_type, view, _row_indices(arith.AddIOp(first, im.const(j)).result, rows.row_shape)
-                           + [im.const(0)]).result for j in range(per_vector)]
+                           + [im.const(0)]).result if present is None or j < present else _zeros(row_type)
+             for j in range(per_vector)]
     while len(parts) > 1:
         parts = [_joined(parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
     return parts[0]
+
+
+def _zeros(vtype):
+    from ..to_linalg import vnni_panels as vp
+    return vp.zero_vector(vtype)
 
 
 def _row_indices(row, row_shape) -> list:

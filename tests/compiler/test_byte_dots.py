@@ -90,11 +90,24 @@ def test_signed_times_signed_bytes_are_refused():
     assert notes == ["gave up on 1 of 1 byte-product sums (first: a product of two signed or two unsigned bytes)"]
 
 
-def test_rows_that_do_not_fill_a_vector_of_sums_are_refused():
+def test_rows_too_few_for_a_vector_of_sums_load_only_themselves():
+    """10 rows: a vector of sums takes 16, so 3 vectors of rows (4 a vector) are loaded, the last with 2 rows
+    and zeros, and the sums stored under a mask of 10 lanes; a fourth vector would be all zeros, not computed."""
     rewrite, notes = _pass()
-    text = rewritten(NIBBLES.replace("16x16xi8", "8x16xi8").replace("memref<16xi32>", "memref<8xi32>"), rewrite)
+    text = rewritten(NIBBLES.replace("16x16xi8", "10x16xi8").replace("memref<16xi32>", "memref<10xi32>"), rewrite)
+    assert notes == [None] and "linalg.generic" not in text and "scf.for" not in text
+    assert text.count("vpdpbusd") == 3 * 2
+    assert text.count("vector.load %arg0") == 10
+    assert "vector<10xi32>" in text and "masked" not in text
+
+
+def test_rows_longer_than_a_vector_are_refused():
+    rewrite, notes = _pass()
+    long_rows = NIBBLES.replace("16x16xi8", "16x128xi8").replace("[20, 1]", "[200, 1]").replace("[32, 1]", "[256, 1]")
+    text = rewritten(long_rows, rewrite)
     assert "linalg.generic" in text
-    assert notes[0].startswith("gave up on 1 of 1 byte-product sums (first: rows of 16 bytes, 8 of them")
+    assert notes[0] == ("gave up on 1 of 1 byte-product sums (first: rows of 128 bytes, more than a vector of 64 "
+                        "or not a part of one)")
 
 
 def test_a_body_doing_more_than_byte_products_is_refused():
@@ -143,8 +156,8 @@ def _assembly(directory, kernel: str) -> str:
 
 @pytest.mark.parametrize("rows, block, stride", [(48, 16, 20), (37, 16, 20), (70, 32, 16), (24, 8, 20)])
 def test_nibble_dots_against_torch(rows, block, stride, target, tmp_path, monkeypatch):
-    """37 rows: the last program's rows past the end are masked (zeros); blocks of 8 rows do not fill a vector
-    of sums and keep the plain loops: the same integers either way."""
+    """37 rows: the last program's rows past the end are masked (zeros, from the tile's padded copy); blocks
+    of 8 rows fill half a vector of sums."""
     torch.manual_seed(rows)
     w = torch.randint(0, 256, (rows, stride), dtype=torch.uint8)
     x = torch.randint(-128, 128, (rows, 32), dtype=torch.int8)
@@ -153,7 +166,7 @@ def test_nibble_dots_against_torch(rows, block, stride, target, tmp_path, monkey
     nibble_dots_kernel[(triton.cdiv(rows, block),)](w, x, out, rows, ROWS=block, W_STRIDE=stride)
     wi, xi = w[:, :16].to(torch.int32), x.to(torch.int32)
     assert torch.equal(out, ((wi & 15) * xi[:, :16] + (wi >> 4) * xi[:, 16:]).sum(1))
-    assert ("vpdpbusd" in _assembly(tmp_path, "nibble_dots_kernel")) == (block >= 16 and _has_vpdpbusd(target))
+    assert ("vpdpbusd" in _assembly(tmp_path, "nibble_dots_kernel")) == _has_vpdpbusd(target)
 
 
 @pytest.mark.parametrize("groups, rows", [(4, 16), (8, 8), (16, 4), (2, 2)])
@@ -166,8 +179,31 @@ def test_group_dots_against_torch(groups, rows, target, tmp_path, monkeypatch):
     group_dots_kernel[(2,)](a, b, out, G=groups, ROWS=rows)
     ref = (a.to(torch.int32) * b.to(torch.int32)).reshape(2 * rows, groups, 4).sum(2)
     assert torch.equal(out, ref)
-    expected = rows * groups % 16 == 0 and _has_vpdpbusd(target)
-    assert ("vpdpbusd" in _assembly(tmp_path, "group_dots_kernel")) == expected
+    assert ("vpdpbusd" in _assembly(tmp_path, "group_dots_kernel")) == _has_vpdpbusd(target)
+
+
+@triton.jit
+def row_dots_kernel(a_ptr, b_ptr, out_ptr, E: tl.constexpr, ROWS: tl.constexpr):
+    """Each row's E unsigned bytes against its E signed ones."""
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    k = tl.arange(0, E)
+    a = tl.load(a_ptr + r[:, None] * E + k[None, :])
+    b = tl.load(b_ptr + r[:, None] * E + k[None, :])
+    tl.store(out_ptr + r, tl.sum(a.to(tl.int32) * b.to(tl.int32), axis=1))
+
+
+@pytest.mark.parametrize("extent, rows", [(8, 32), (32, 16), (64, 4), (16, 2)])
+def test_row_dots_of_every_width_against_torch(extent, rows, target, tmp_path, monkeypatch):
+    """2 to 16 partial lanes a row summed pairwise; 4 and 2 rows fill a quarter and an eighth of a vector of
+    sums. All 255 and -128 too: the largest products, whose 32-bit sums must not saturate."""
+    a = torch.randint(0, 256, (2 * rows, extent), dtype=torch.uint8)
+    b = torch.randint(-128, 128, (2 * rows, extent), dtype=torch.int8)
+    a[0], b[0] = 255, -128
+    out = torch.empty(2 * rows, dtype=torch.int32)
+    monkeypatch.setenv("SPINE_TRITON_DUMP_PATH", str(tmp_path))
+    row_dots_kernel[(2,)](a, b, out, E=extent, ROWS=rows)
+    assert torch.equal(out, (a.to(torch.int32) * b.to(torch.int32)).sum(1))
+    assert ("vpdpbusd" in _assembly(tmp_path, "row_dots_kernel")) == _has_vpdpbusd(target)
 
 
 @pytest.mark.parametrize("cpu, lanes", [("znver4", 16), ("icelake-server", 16), ("alderlake", 8),
