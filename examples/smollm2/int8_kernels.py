@@ -87,16 +87,35 @@ def _q4_1_q8_pairs(xq_ptr, q, blk):
 
 
 @triton.jit
-def _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K, b_start, b_end, NB: tl.constexpr):
-    """Row `row`'s Q4_1 x Q8_1 dot product over blocks b_start .. b_end, NB blocks a step. The accumulator
-    keeps 16 lanes (the pair sums, scaled per block), reduced once at the end."""
-    acc = tl.zeros([16], tl.float32)
+def _q4_1_q8_block_dots(xq_ptr, q, blk):
+    """Blocks blk's ([NB]) integer dot products (int32), each block's 32 products summed whole, for the
+    nibbles q ([NB, 16]): on x86 with VNNI the compiler runs these sums on `vpdpbusd` (spine/compiler/
+    byte_dots.py), unsigned nibbles against signed activations, 64 products an instruction."""
+    at = blk[:, None] * 32 + tl.arange(0, 16)[None, :]
+    x_lo = tl.load(xq_ptr + at).to(tl.int32)
+    x_hi = tl.load(xq_ptr + at + 16).to(tl.int32)
+    return tl.sum((q & 15).to(tl.int32) * x_lo + (q >> 4).to(tl.int32) * x_hi, axis=1)
+
+
+@triton.jit
+def _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K, b_start, b_end, NB: tl.constexpr,
+                  BYTE_DOTS: tl.constexpr):
+    """Row `row`'s Q4_1 x Q8_1 dot product over blocks b_start .. b_end, NB blocks a step. With BYTE_DOTS each
+    block's integer dot product is summed whole, then scaled; else the accumulator keeps 16 lanes (the pair
+    sums, scaled per block), reduced once at the end."""
+    if BYTE_DOTS:
+        acc = tl.zeros([NB], tl.float32)
+    else:
+        acc = tl.zeros([16], tl.float32)
     macc = tl.zeros([NB], tl.float32)
     for b0 in range(b_start, b_end, NB):
         blk = b0 + tl.arange(0, NB)
         d, m, q = _q4_1_row_blocks(w_ptr, w16_ptr, row, K, blk)
         scale = d * tl.load(xd_ptr + blk)
-        acc += tl.sum(_q4_1_q8_pairs(xq_ptr, q, blk).to(tl.float32) * scale[:, None], axis=0)
+        if BYTE_DOTS:
+            acc += _q4_1_q8_block_dots(xq_ptr, q, blk).to(tl.float32) * scale
+        else:
+            acc += tl.sum(_q4_1_q8_pairs(xq_ptr, q, blk).to(tl.float32) * scale[:, None], axis=0)
         macc += m * tl.load(xs_ptr + blk)
     return tl.sum(acc, axis=0) + tl.sum(macc, axis=0)
 
@@ -119,26 +138,27 @@ def _q4_1_q8_block_sums(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K):
 
 @triton.jit
 def _q4_1_q8_row_dot(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K, NB: tl.constexpr, NB_TAIL: tl.constexpr,
-                     BLOCK_SUMS: tl.constexpr):
+                     BLOCK_SUMS: tl.constexpr, BYTE_DOTS: tl.constexpr):
     """Row `row`'s dot product: a block at a time with BLOCK_SUMS, else NB blocks a step and the rest NB_TAIL
-    a step."""
+    a step (BYTE_DOTS: as _q4_1_q8_span takes it)."""
     if BLOCK_SUMS:
         y = _q4_1_q8_block_sums(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K)
     else:
         blocks = K // 32
         main = blocks - blocks % NB
-        y = _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K, 0, main, NB)
-        y += _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K, main, blocks, NB_TAIL)
+        y = _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K, 0, main, NB, BYTE_DOTS)
+        y += _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K, main, blocks, NB_TAIL, BYTE_DOTS)
     return y
 
 
 @triton.jit
 def q4_1_q8_gemv_kernel(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, res_ptr, y_ptr, N, K, RESIDUAL: tl.constexpr,
-                        BLOCK_N: tl.constexpr, NB: tl.constexpr, NB_TAIL: tl.constexpr, BLOCK_SUMS: tl.constexpr):
+                        BLOCK_N: tl.constexpr, NB: tl.constexpr, NB_TAIL: tl.constexpr, BLOCK_SUMS: tl.constexpr,
+                        BYTE_DOTS: tl.constexpr):
     """y = x @ W^T (+ res) for one quantized row of activations, BLOCK_N rows of W per program."""
     start, end = _program_rows(N, BLOCK_N)
     for row in range(start, end):
-        y = _q4_1_q8_row_dot(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K, NB, NB_TAIL, BLOCK_SUMS)
+        y = _q4_1_q8_row_dot(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K, NB, NB_TAIL, BLOCK_SUMS, BYTE_DOTS)
         if RESIDUAL:
             y += tl.load(res_ptr + row)
         tl.store(y_ptr + row, y)
@@ -147,13 +167,13 @@ def q4_1_q8_gemv_kernel(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, res_ptr, y_ptr, 
 @triton.jit
 def q4_1_q8_swiglu_gemv_kernel(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, wu_ptr, wu16_ptr, y_ptr, yq_ptr, yd_ptr,
                                ys_ptr, N, K, BLOCK_N: tl.constexpr, NB: tl.constexpr, NB_TAIL: tl.constexpr,
-                               BLOCK_SUMS: tl.constexpr, QUANTIZE: tl.constexpr):
+                               BLOCK_SUMS: tl.constexpr, BYTE_DOTS: tl.constexpr, QUANTIZE: tl.constexpr):
     """y = silu(x @ Wg^T) * (x @ Wu^T) for one quantized row of activations; with QUANTIZE, also y in int8
     blocks (yq, yd, ys), for the product that follows: each program's BLOCK_N (32) values are one block."""
     start, end = _program_rows(N, BLOCK_N)
     for row in range(start, end):
-        gate = _q4_1_q8_row_dot(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, row, K, NB, NB_TAIL, BLOCK_SUMS)
-        up = _q4_1_q8_row_dot(xq_ptr, xd_ptr, xs_ptr, wu_ptr, wu16_ptr, row, K, NB, NB_TAIL, BLOCK_SUMS)
+        gate = _q4_1_q8_row_dot(xq_ptr, xd_ptr, xs_ptr, wg_ptr, wg16_ptr, row, K, NB, NB_TAIL, BLOCK_SUMS, BYTE_DOTS)
+        up = _q4_1_q8_row_dot(xq_ptr, xd_ptr, xs_ptr, wu_ptr, wu16_ptr, row, K, NB, NB_TAIL, BLOCK_SUMS, BYTE_DOTS)
         tl.store(y_ptr + row, _silu_times(gate, up))
     if QUANTIZE:
         tl.static_assert(BLOCK_N == 32)
@@ -324,6 +344,15 @@ def _quantized(x, norm, eps) -> QuantizedRows:
     return quantize(x, norm, eps)
 
 
+def _byte_dots() -> bool:
+    """Whether the one-token Q4_1 products sum each block's integer products whole, NB blocks a step
+    (_q4_1_q8_block_dots): for x86 CPUs with `vpdpbusd` (AVX512-VNNI, AVX-VNNI), on which the compiler runs
+    those sums. Without it the int16 pair sums are faster; RISC-V code takes a block a step (_block_sums)."""
+    from spine.targets import byte_dot_lanes
+    target = getattr(triton.runtime.driver.active, "target", None)
+    return target is not None and byte_dot_lanes(target.triple, target.cpu, target.features) > 0
+
+
 def _check(x, w: QuantMatrix):
     """Before anything is quantized: x's width is w's."""
     width = x.cols if isinstance(x, QuantizedRows) else x.shape[1]
@@ -347,7 +376,8 @@ def linear(x, w: QuantMatrix, norm=None, residual=None, eps=0.0):
     res = xq.d if residual is None else residual   # not read without a residual
     if m == 1:
         q4_1_q8_gemv_kernel[(triton.cdiv(w.rows, GEMV_ROWS),)](xq.q, xq.d, xq.s, w.data, w.halves, res, y, w.rows, k,
-                                                             RESIDUAL=residual is not None, **steps)
+                                                             RESIDUAL=residual is not None, BYTE_DOTS=_byte_dots(),
+                                                             **steps)
         return y
     bm, bn = PREFILL_BLOCKS
     q4_1_q8_matmul_kernel[(triton.cdiv(w.rows, bn), triton.cdiv(m, bm))](
@@ -369,7 +399,7 @@ def swiglu(x, norm, gate: QuantMatrix, up: QuantMatrix, eps) -> QuantizedRows:
         # a program's rows make one block of the result
         q4_1_q8_swiglu_gemv_kernel[(triton.cdiv(gate.rows, QK),)](
             xq.q, xq.d, xq.s, *weights, out.values, out.q, out.d, out.s, gate.rows, k, BLOCK_N=QK, NB=GEMV_STEP,
-            NB_TAIL=_tail_step(k), BLOCK_SUMS=_block_sums(), QUANTIZE=True)
+            NB_TAIL=_tail_step(k), BLOCK_SUMS=_block_sums(), BYTE_DOTS=_byte_dots(), QUANTIZE=True)
         return out
     bm, bn = PREFILL_BLOCKS
     q4_1_q8_swiglu_kernel[(triton.cdiv(gate.rows, bn), triton.cdiv(m, bm))](

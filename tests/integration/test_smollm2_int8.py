@@ -15,6 +15,7 @@ from tests.integration.smollm2_required import gguf_file_module
 gguf_file = gguf_file_module()
 
 from smollm2 import int8_kernels, kernels  # noqa: E402
+from spine.targets import byte_dot_lanes, host_target  # noqa: E402
 from smollm2.model import SmolLM2  # noqa: E402
 
 LLAMA_CPP_TOKENS = os.path.join(os.path.dirname(__file__), "llama_cpp_tokens.json")
@@ -67,14 +68,19 @@ def q8_0_q8_product(x, w: kernels.QuantMatrix):
     return (sums * (d[:, None, :] * wd[None]).double()).sum(-1).float()
 
 
-@pytest.mark.parametrize("target, block_sums", [("host", False), ("host", True), ("riscv64", True)])
-def test_int8_kernels_against_llama_cpps_arithmetic(target, block_sums, gguf, monkeypatch):
+@pytest.mark.parametrize("target, block_sums, byte_dots", [("host", False, False), ("host", False, True),
+                                                           ("host", True, False), ("riscv64", True, False)])
+def test_int8_kernels_against_llama_cpps_arithmetic(target, block_sums, byte_dots, gguf, monkeypatch):
     """Quantizing is exact; the products differ from the float64 sums of the same integers by fp32 order
     only. Odd row counts: the several-token kernels (tl.dot on int8) and the one-token ones, which sum
-    each block whole on riscv64 and take steps across blocks on x86 (both ways on the host)."""
+    each block whole on riscv64 and take steps across blocks on x86, their integer sums per block (on
+    vpdpbusd where the CPU has it) or in pairs across blocks (every way on the host)."""
     _use(target, monkeypatch)
     assert int8_kernels._block_sums() == (target == "riscv64" or platform.machine() == "riscv64")
+    host = host_target()
+    assert int8_kernels._byte_dots() == (target == "host" and byte_dot_lanes(host.triple, host.cpu, host.features) > 0)
     monkeypatch.setattr(int8_kernels, "_block_sums", lambda: block_sums)
+    monkeypatch.setattr(int8_kernels, "_byte_dots", lambda: byte_dots)
     torch.manual_seed(0)
     gate, head = gguf.tensor("blk.0.ffn_gate.weight"), gguf.tensor("token_embd.weight")
     w = kernels.QuantMatrix("Q4_1", torch.from_numpy(np.array(gate.data[:70])), gate.shape[1])
