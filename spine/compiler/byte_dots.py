@@ -27,19 +27,20 @@ ops) and computes them with the instruction, the bytes loaded straight from the 
       %acc[16 c ..] += %sums
     }
 
-Where an input's inner strides are known only at run time (the branch of a masked tile yields the argument
-or a padded copy of it), the loop runs behind a check that they are 1 (and 4), the generic as it was
-otherwise. With E = 4 each lane is one output, and rows of consecutive groups fill the vectors ([B, G, 4] summed over
-the 4: `tl.sum(tl.reshape(p, [B, G, 4]), axis=2)`). The instruction's sums wrap in 32 bits as the generic's
-do; the 16-bit products it forms first are exact (255 x -128 and 255 x 127 fit). Signed times signed and
-unsigned times unsigned bytes are not its products; the pass gives up on them, as on a body doing anything
-else or on rows that do not fill whole vectors, and says so (its outcome in the kernel's pass list): the
-generic then stays as it was, for the loops and LLVM. Only on x86 CPUs with one of the two extensions
-(LoweringChoices.byte_dot_lanes).
+Rows too few for a whole chunk (a row of 18 blocks ends with 2) load only themselves, zeros standing for
+the rest, and add their sums as a shorter vector. Where an input's inner strides are known only at run time
+(the branch of a masked tile yields the argument or a padded copy of it), the loop runs behind a check that
+they are 1 (and 4), the generic as it was otherwise. With E = 4 each lane is one output, and rows of
+consecutive groups fill the vectors ([B, G, 4] summed over the 4: `tl.sum(tl.reshape(p, [B, G, 4]),
+axis=2)`). The instruction's sums wrap in 32 bits as the generic's do; the 16-bit products it forms first
+are exact (255 x -128 and 255 x 127 fit). Signed times signed and unsigned times unsigned bytes are not its
+products; the pass gives up on them, as on a body doing anything else or on rows longer than a vector, and
+says so (its outcome in the kernel's pass list): the generic then stays as it was, for the loops and LLVM.
+Only on x86 CPUs with one of the two extensions (LoweringChoices.byte_dot_lanes, targets.byte_dot_lanes).
 
 Written here, not left to LLVM: its x86 backend matches `vpdpbusd` only in a reduction to one value
-(combineVPDPBUSDPattern), and MLIR's x86vector dialect, which has the instruction, has no Python bindings in
-the build Spine uses (to_linalg/vnni_matmul.py says the same of its matmul)."""
+(combineVPDPBUSDPattern); the instruction is LLVM's intrinsic, called from the vector loop, since MLIR's
+x86vector dialect has no Python bindings in the build Spine uses (as to_linalg/vnni_matmul.py says)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
