@@ -18,8 +18,8 @@ from typing import Callable
 from ..ir_walk import collect_ops
 from .atomic_expansion import expand_compare_and_swap
 from .boolean_buffers import booleans_as_bytes, has_boolean_buffers
-from .byte_dots import byte_dots_on_vnni
 from .buffer_placement import copies_to_linalg, small_tiles_on_stack
+from .byte_dots import byte_dots_on_vnni
 from .edge_tile_reads import mark_edge_tiles, read_edge_tiles_in_place
 from .loop_fusion import fuse_adjacent_loops
 from .loop_splitting import split_loops_at_bounds
@@ -137,8 +137,8 @@ class LoweringChoices:
     # The entry point sets the streaming-stores flag (x86 kernels whose launches can write more than the
     # caches keep): store loops into arguments get a streaming version (streaming_stores.py).
     streaming_stores: bool = False
-    # 32-bit lanes of the CPU's vpdpbusd (16: AVX512-VNNI, 8: AVX-VNNI, 0: none): sums of four byte products
-    # run on it (byte_dots.py).
+    # 32-bit lanes of the CPU's vpdpbusd (16: AVX512-VNNI, 8: AVX-VNNI, 0: none): sums of byte products run
+    # on it (byte_dots.py).
     byte_dot_lanes: int = 0
 
     @classmethod
@@ -150,7 +150,8 @@ class LoweringChoices:
         fma = has_fused_multiply_add(triple, cpu, features)
         return cls(inline_copies=riscv, short_chains=not riscv, line_tables=debug, ldexp_scaling=avx512,
                    fused_multiply_add=fma, contract_products=fp_fusion and fma,
-                   streaming_stores=streaming_stores and triple.startswith("x86_64"), byte_dot_lanes=byte_dot_lanes(triple, cpu, features))
+                   streaming_stores=streaming_stores and triple.startswith("x86_64"),
+                   byte_dot_lanes=byte_dot_lanes(triple, cpu, features))
 
 
 def _set_function_attributes(module, choices: LoweringChoices) -> None:
