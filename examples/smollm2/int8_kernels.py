@@ -77,32 +77,24 @@ def quantize_q8_kernel(x_ptr, norm_ptr, q_ptr, d_ptr, s_ptr, K, stride_xm, eps, 
 
 
 @triton.jit
-def _q4_1_q8_pairs(xq_ptr, q, blk):
+def _q4_1_q8_pairs(xq_ptr, q, blk, SUMS: tl.constexpr):
     """The pair sums of blocks blk ([NB]): weight j times activation j plus weight j + 16 times activation
-    j + 16 ([NB, 16], int16), for the nibbles q ([NB, 16]) of the blocks' 16 bytes."""
+    j + 16 ([NB, 16], of type SUMS), for the nibbles q ([NB, 16]) of the blocks' 16 bytes. In int16 they
+    cannot overflow; in int32, summed per block, they are bytes widened once and multiplied, which the
+    compiler runs on `vpdpbusd` on x86 with VNNI (spine/compiler/byte_dots.py: unsigned nibbles against
+    signed activations, 64 products an instruction)."""
     at = blk[:, None] * 32 + tl.arange(0, 16)[None, :]
-    x_lo = tl.load(xq_ptr + at).to(tl.int16)
-    x_hi = tl.load(xq_ptr + at + 16).to(tl.int16)
-    return (q & 15).to(tl.int16) * x_lo + (q >> 4).to(tl.int16) * x_hi
-
-
-@triton.jit
-def _q4_1_q8_block_dots(xq_ptr, q, blk):
-    """Blocks blk's ([NB]) integer dot products (int32), each block's 32 products summed whole, for the
-    nibbles q ([NB, 16]): on x86 with VNNI the compiler runs these sums on `vpdpbusd` (spine/compiler/
-    byte_dots.py), unsigned nibbles against signed activations, 64 products an instruction."""
-    at = blk[:, None] * 32 + tl.arange(0, 16)[None, :]
-    x_lo = tl.load(xq_ptr + at).to(tl.int32)
-    x_hi = tl.load(xq_ptr + at + 16).to(tl.int32)
-    return tl.sum((q & 15).to(tl.int32) * x_lo + (q >> 4).to(tl.int32) * x_hi, axis=1)
+    x_lo = tl.load(xq_ptr + at).to(SUMS)
+    x_hi = tl.load(xq_ptr + at + 16).to(SUMS)
+    return (q & 15).to(SUMS) * x_lo + (q >> 4).to(SUMS) * x_hi
 
 
 @triton.jit
 def _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K, b_start, b_end, NB: tl.constexpr,
                   BYTE_DOTS: tl.constexpr):
     """Row `row`'s Q4_1 x Q8_1 dot product over blocks b_start .. b_end, NB blocks a step. With BYTE_DOTS each
-    block's integer dot product is summed whole, then scaled; else the accumulator keeps 16 lanes (the pair
-    sums, scaled per block), reduced once at the end."""
+    block's integer dot product is summed whole in int32, then scaled; else the accumulator keeps 16 lanes
+    (the int16 pair sums, scaled per block), reduced once at the end."""
     if BYTE_DOTS:
         acc = tl.zeros([NB], tl.float32)
     else:
@@ -113,9 +105,9 @@ def _q4_1_q8_span(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K, b_start, b_end
         d, m, q = _q4_1_row_blocks(w_ptr, w16_ptr, row, K, blk)
         scale = d * tl.load(xd_ptr + blk)
         if BYTE_DOTS:
-            acc += _q4_1_q8_block_dots(xq_ptr, q, blk).to(tl.float32) * scale
+            acc += tl.sum(_q4_1_q8_pairs(xq_ptr, q, blk, tl.int32), axis=1).to(tl.float32) * scale
         else:
-            acc += tl.sum(_q4_1_q8_pairs(xq_ptr, q, blk).to(tl.float32) * scale[:, None], axis=0)
+            acc += tl.sum(_q4_1_q8_pairs(xq_ptr, q, blk, tl.int16).to(tl.float32) * scale[:, None], axis=0)
         macc += m * tl.load(xs_ptr + blk)
     return tl.sum(acc, axis=0) + tl.sum(macc, axis=0)
 
@@ -131,7 +123,7 @@ def _q4_1_q8_block_sums(xq_ptr, xd_ptr, xs_ptr, w_ptr, w16_ptr, row, K):
     for b in range(0, K // 32):
         blk = b + tl.arange(0, 1)
         d, m, q = _q4_1_row_blocks(w_ptr, w16_ptr, row, K, blk)
-        dot = tl.sum(_q4_1_q8_pairs(xq_ptr, q, blk).to(tl.int32), axis=1)
+        dot = tl.sum(_q4_1_q8_pairs(xq_ptr, q, blk, tl.int16).to(tl.int32), axis=1)
         total += dot.to(tl.float32) * (d * tl.load(xd_ptr + blk)) + m * tl.load(xs_ptr + blk)
     return tl.sum(total, axis=0)
 
@@ -346,7 +338,7 @@ def _quantized(x, norm, eps) -> QuantizedRows:
 
 def _byte_dots() -> bool:
     """Whether the one-token Q4_1 products sum each block's integer products whole, NB blocks a step
-    (_q4_1_q8_block_dots): for x86 CPUs with `vpdpbusd` (AVX512-VNNI, AVX-VNNI), on which the compiler runs
+    (_q4_1_q8_span's BYTE_DOTS): for x86 CPUs with `vpdpbusd` (AVX512-VNNI, AVX-VNNI), on which the compiler runs
     those sums. Without it the int16 pair sums are faster; RISC-V code takes a block a step (_block_sums)."""
     from spine.targets import byte_dot_lanes
     target = getattr(triton.runtime.driver.active, "target", None)
