@@ -212,21 +212,25 @@ def _rewrite(dot: ByteDot, rows: Rows, lanes: int) -> None:
     (a masked tile, copied or read in place), the loop runs when they are those it needs and the generic,
     as it was, otherwise."""
     from mlir import ir
-    from mlir.dialects import arith, scf
+    from mlir.dialects import arith, memref, scf
     generic = dot.generic
     inputs = list(generic.operands)[:-1]
     with ir.InsertionPoint(generic), generic.location:
-        checks = _stride_checks(inputs, rows)
-        if not checks:
+        # each input whose inner strides are known only at run time: its strided metadata, read once
+        unknown = {v: memref.ExtractStridedMetadataOp(v) for v in inputs
+                   if any(s == DYNAMIC for s in _strides(v)[-_inner_dims(rows):])}
+        if not unknown:
             _vector_loop(dot, rows, lanes, inputs)
             generic.erase()
             return
+        checks = [check for v, meta in unknown.items() for check in _stride_checks(v, meta, rows)]
         condition = checks[0]
         for check in checks[1:]:
             condition = arith.AndIOp(condition, check).result
         branch = scf.IfOp(condition, [], has_else=True)
         with ir.InsertionPoint(branch.then_block):
-            _vector_loop(dot, rows, lanes, [_with_known_strides(v, rows) for v in inputs])
+            _vector_loop(dot, rows, lanes, [_with_known_strides(v, unknown[v], rows) if v in unknown else v
+                                            for v in inputs])
             scf.YieldOp([])
         with ir.InsertionPoint(branch.else_block):
             generic.operation.clone()
@@ -239,29 +243,22 @@ def _inner_dims(rows: Rows) -> int:
     return 2 if rows.merged_groups else 1
 
 
-def _stride_checks(inputs, rows: Rows) -> list:
-    """i1 values that hold when the inputs' dynamic inner strides are 1 (and 4): none if all are static."""
-    from mlir.dialects import arith, memref
+def _stride_checks(value, meta, rows: Rows) -> list:
+    """i1 values that hold when the input's dynamic inner strides (from its metadata `meta`) are 1 (and 4)."""
+    from mlir.dialects import arith
     from ..to_linalg import index_math as im
-    checks = []
-    for value in inputs:
-        strides = _strides(value)
-        for d in range(1, _inner_dims(rows) + 1):
-            if strides[-d] == DYNAMIC:
-                actual = memref.ExtractStridedMetadataOp(value).strides[len(strides) - d]
-                checks.append(arith.CmpIOp(arith.CmpIPredicate.eq, actual, im.const(GROUP ** (d - 1))).result)
-    return checks
+    strides = _strides(value)
+    return [arith.CmpIOp(arith.CmpIPredicate.eq, meta.strides[len(strides) - d], im.const(GROUP ** (d - 1))).result
+            for d in range(1, _inner_dims(rows) + 1) if strides[-d] == DYNAMIC]
 
 
-def _with_known_strides(value, rows: Rows):
+def _with_known_strides(value, meta, rows: Rows):
     """The input as a view whose inner strides are static (checked before it is used): a reinterpret_cast of
-    its own base, offset and outer strides. Not a memref.cast: the lowering to loops folds a cast into the
-    vector loads that use it, which then see the dynamic strides again."""
+    its own base, offset and outer strides (`meta`, its strided metadata). Not a memref.cast: the lowering to
+    loops folds a cast into the vector loads that use it, which then see the dynamic strides again."""
     from mlir import ir
-    from mlir.dialects import memref
     from ..to_linalg.builders import strided_view
     t = ir.MemRefType(value.type)
-    meta = memref.ExtractStridedMetadataOp(value)
     known, offset = t.get_strides_and_offset()
     strides = [s if s != DYNAMIC else meta.strides[d] for d, s in enumerate(known)]
     for d in range(1, _inner_dims(rows) + 1):
@@ -382,6 +379,7 @@ def _gather(view, v, rows: Rows, vtype, present=None):
     from mlir import ir
     from mlir.dialects import arith, vector
     from ..to_linalg import index_math as im
+    from ..to_linalg import vnni_panels as vp
     vector_bytes = ir.VectorType(vtype).shape[0]
     if rows.row_bytes >= vector_bytes:
         per_row = rows.row_bytes // vector_bytes
@@ -392,16 +390,11 @@ def _gather(view, v, rows: Rows, vtype, present=None):
     first = arith.MulIOp(v, im.const(per_vector)).result
     row_type = ir.VectorType.get([rows.row_bytes], ir.VectorType(vtype).element_type)
     parts = [vector.LoadOp(row_type, view, _row_indices(arith.AddIOp(first, im.const(j)).result, rows.row_shape)
-                           + [im.const(0)]).result if present is None or j < present else _zeros(row_type)
+                           + [im.const(0)]).result if present is None or j < present else vp.zero_vector(row_type)
              for j in range(per_vector)]
     while len(parts) > 1:
         parts = [_joined(parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
     return parts[0]
-
-
-def _zeros(vtype):
-    from ..to_linalg import vnni_panels as vp
-    return vp.zero_vector(vtype)
 
 
 def _row_indices(row, row_shape) -> list:
