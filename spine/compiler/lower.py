@@ -20,6 +20,7 @@ from .atomic_expansion import expand_compare_and_swap
 from .boolean_buffers import booleans_as_bytes, has_boolean_buffers
 from .buffer_placement import copies_to_linalg, small_tiles_on_stack
 from .byte_dots import byte_dots_on_vnni
+from .carried_tiles import update_carried_tiles_in_place
 from .edge_tile_reads import mark_edge_tiles, read_edge_tiles_in_place
 from .loop_fusion import fuse_adjacent_loops
 from .loop_splitting import split_loops_at_bounds
@@ -35,10 +36,10 @@ from .window_reads import read_windows_in_place
 from .written_tiles import read_written_tiles_as_edge_tiles
 from . import parallel_loops
 
+# No cse before fusion: it would merge the per-use copies of materialised masks and index tensors into one
+# multi-use producer, which the fusion leaves alone (and bufferizes into a temporary).
+FUSE_ELEMENTWISE = "canonicalize,convert-elementwise-to-linalg,linalg-fuse-elementwise-ops,canonicalize,cse"
 BUFFERIZE = ",".join([
-    # No cse before fusion: it would merge the per-use copies of materialised masks and index tensors
-    # into one multi-use producer, which the fusion leaves alone (and bufferizes into a temporary).
-    "canonicalize", "convert-elementwise-to-linalg", "linalg-fuse-elementwise-ops", "canonicalize", "cse",
     "one-shot-bufferize{allow-return-allocs-from-loops=true}",
     "canonicalize", "cse",
 ])
@@ -251,7 +252,11 @@ def _on_module(rewrite: Callable) -> Callable:
 LLIR_PIPELINE = (
     Pass("function-attributes", "LLVM attributes on the kernel: no-builtins, noinline (passthrough)",
          _set_function_attributes, _needs_function_attributes),
-    Pass("bufferize", "elementwise fusion, then one-shot bufferization", upstream(BUFFERIZE)),
+    Pass("fuse-elementwise", "elementwise ops become linalg.generic, producers fused into consumers",
+         upstream(FUSE_ELEMENTWISE)),
+    Pass("update-carried-tiles-in-place", "an elementwise update of a loop's carried tile writes into it "
+         "(carried_tiles.py)", _on_module(update_carried_tiles_in_place)),
+    Pass("bufferize", "one-shot bufferization", upstream(BUFFERIZE)),
     Pass("smt-parallel-loops", "smt.parallel loops become scf.parallel (parallel_loops.py)",
          _on_module(parallel_loops.to_parallel)),
     Pass("hoist-buffers", "buffers allocated in loops move out of them", upstream(HOIST)),

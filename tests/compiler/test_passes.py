@@ -553,7 +553,7 @@ def test_a_compile_dumps_the_module_after_every_pass(target, fresh_cache, monkey
     listing = (tmp_path / "passes" / "add_kernel.passes.txt").read_text()
     for step in LLIR_PIPELINE + codegen.LLVM_PIPELINE:
         assert f" {step.name}: " in listing, step.name
-    assert "add_kernel.01-bufferize.mlir" in dumps and "add_kernel.llvm.input.ll" in dumps
+    assert "add_kernel.03-bufferize.mlir" in dumps and "add_kernel.llvm.input.ll" in dumps
     assert any(name.endswith("-o3.ll") for name in dumps)
     # a pass that changed nothing writes nothing
     unchanged = [line.split()[1].rstrip(":") for line in listing.splitlines() if line.endswith(": unchanged")]
@@ -572,9 +572,9 @@ def test_every_pass_has_tests():
     modules = {"mark-edge-tiles": "edge_tile_reads", "read-edge-tiles-in-place": "edge_tile_reads",
                "fuse-adjacent-loops": "loop_fusion", "reduce-without-nans": "number_reductions",
                "split-loops-at-bounds": "loop_splitting", "read-windows-in-place": "window_reads",
-               "written-edge-tiles": "written_tiles",
+               "written-edge-tiles": "written_tiles", "update-carried-tiles-in-place": "carried_tiles",
                "products-into-destination": "products_into_destination", "expand-math": "math_expansion",
-               "bufferize": "BUFFERIZE", "streaming-stores": "streaming-stores", "o3": "optimize_and_emit"}
+               "bufferize": "BUFFERIZE", "fuse-elementwise": "FUSE_ELEMENTWISE", "streaming-stores": "streaming-stores", "o3": "optimize_and_emit"}
     untested = [p.name for p in LLIR_PIPELINE + codegen.LLVM_PIPELINE
                 if f'"{p.name}"' not in corpus and modules.get(p.name, "\0") not in corpus]
     assert untested == []

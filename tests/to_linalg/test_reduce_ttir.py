@@ -99,12 +99,12 @@ SUM_OF_SQUARES = reduce_module("f32", one_op("arith.addf", "f32"), before="%x2 =
 
 def test_elementwise_producers_fuse_into_the_reduction(tmp_path):
     """The squares are computed in the reduction's loop, not written to a buffer first (lowered IR)."""
-    from spine.compiler.lower import BUFFERIZE
+    from spine.compiler.lower import BUFFERIZE, FUSE_ELEMENTWISE
     from spine.compiler.passes import run_upstream as _run
     from mlir import ir
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(converted(SUM_OF_SQUARES, tmp_path))
-        _run(module, BUFFERIZE)
+        _run(module, FUSE_ELEMENTWISE + "," + BUFFERIZE)
         text = str(module)
     filecheck(text, """
 CHECK: linalg.generic {{.*}}["reduction"]
