@@ -71,17 +71,16 @@ def side_by_side(directory: str, counts: list, rounds: int) -> None:
             text = subprocess.run([driver, manifest, str(threads), "only"], check=True, capture_output=True,
                                   text=True).stdout
             for kind, size, tiles, t, ms in SPINE_ROW.findall(text):
-                spine[kind, int(size), int(t)].append((float(ms), tiles))
+                spine[kind, int(size), int(t), tiles].append(float(ms))
             torch.set_num_threads(threads)
             for size, named in tensors.items():
                 for name, fn in named:
                     reference[name.split()[1], size, threads].append(best_ms(fn))
     print(f"torch {torch.__version__}; best of {rounds} rounds, each the best of several calls")
     print("| product | threads | Spine ms (tiles) | torch ms | torch / Spine |\n|---|---|---|---|---|")
-    for key in sorted(spine, key=lambda k: (k[2], k[1], ["fp32", "int8", "bf16"].index(k[0]))):
-        ms, tiles = min(spine[key])
-        best = min(reference[key])
-        print(f"| {key[0]} {key[1]}^3 | {key[2]} | {ms:.3f} ({tiles}) | {best:.3f} | {best / ms:.2f} |")
+    for key in sorted(spine, key=lambda k: (k[2], k[1], ["fp32", "int8", "bf16"].index(k[0]), k[3])):
+        ms, best = min(spine[key]), min(reference[key[:3]])
+        print(f"| {key[0]} {key[1]}^3 | {key[2]} | {ms:.3f} ({key[3]}) | {best:.3f} | {best / ms:.2f} |")
 
 
 def _thread_counts(text: str) -> list:
