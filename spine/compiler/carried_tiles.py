@@ -21,8 +21,10 @@ is, in place (an elementwise generic may read and write one buffer):
 
 A generic is rewritten when: all its loops are parallel; it has one output, an empty tensor its body does
 not read; one of its inputs is an iteration argument of the scf.for around it with the output's type and
-indexing map, used by nothing else; and the loop yields the generic's result in that argument's place. The
-output's value was never read, so the rewrite cannot change a result; whether the write goes in place is
+indexing map; and the loop yields the generic's result in that argument's place, itself (the argument used
+by nothing else) or through a linalg.copy into the argument (what the conversion writes,
+to_linalg/control_flow.py; the argument used by nothing else but the copy, which goes). The output's value
+was never read, so the rewrite cannot change a result; whether the write goes in place is
 still bufferization's decision (it copies where it must)."""
 from __future__ import annotations
 
