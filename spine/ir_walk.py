@@ -107,6 +107,13 @@ def same_place(a, b) -> bool:
     return a.operands[0] == b.operands[0] and a_offsets == b_offsets and a_strides == b_strides
 
 
+def all_parallel(generic) -> bool:
+    """Whether every loop of a linalg.generic is parallel (no reduction)."""
+    from mlir import ir
+    return all(str(kind) == "#linalg.iterator_type<parallel>"
+               for kind in ir.ArrayAttr(generic.attributes["iterator_types"]))
+
+
 def yields(block) -> list:
     """The values a region's block yields (its terminator's operands)."""
     return list(block.operations[len(block.operations) - 1].operands)

@@ -28,48 +28,47 @@ was never read, so the rewrite cannot change a result; whether the write goes in
 still bufferization's decision (it copies where it must)."""
 from __future__ import annotations
 
-from ..ir_walk import collect_ops, defining_op
+from ..ir_walk import all_parallel, collect_ops, defining_op, yielded
 
 
 def update_carried_tiles_in_place(module) -> None:
-    for generic in collect_ops(module, lambda op: op.name == "linalg.generic"):
+    for op in collect_ops(module, lambda op: op.name == "linalg.generic"):
+        generic = op.opview
         found = _carried_input(generic)
         if found is None:
             continue
-        carried, copy = found
+        carried, replaced = found
         generic.operands[len(generic.operands) - 1] = carried
-        if copy is not None:
+        for copy in replaced:
             copy.results[0].replace_all_uses_with(generic.results[0])
             copy.erase()
 
 
 def _carried_input(generic):
-    """(the input the generic's output can be, the copy into it that goes with the rewrite or None), as the
-    module docstring says, or None."""
+    """(the input the generic's output can be, the copies into it that go with the rewrite), as the module
+    docstring says, or None."""
     from mlir import ir
-    inputs, outputs = _operand_counts(generic)
-    if outputs != 1 or any("parallel" not in str(t) for t in ir.ArrayAttr(generic.attributes["iterator_types"])):
+    inputs, outputs = list(generic.inputs), list(generic.outputs)
+    if len(outputs) != 1 or not all_parallel(generic):
         return None
-    output = generic.operands[inputs]
-    empty = defining_op(output)
-    body = generic.regions[0].blocks[0]
-    if empty is None or empty.name != "tensor.empty" or list(body.arguments[inputs].uses):
+    empty = defining_op(outputs[0])
+    if empty is None or empty.name != "tensor.empty" or list(generic.regions[0].blocks[0].arguments[len(inputs)].uses):
         return None
-    maps = list(ir.ArrayAttr(generic.attributes["indexing_maps"]))
-    for index in range(inputs):
-        value = generic.operands[index]
-        if value.type == output.type and str(maps[index]) == str(maps[inputs]):
-            yielded = _yielded_back(value, generic)
-            if yielded is not None:
-                return value, yielded or None
+    maps = [str(m) for m in ir.ArrayAttr(generic.attributes["indexing_maps"])]
+    for value, value_map in zip(inputs, maps):
+        if value.type == outputs[0].type and value_map == maps[len(inputs)]:
+            replaced = _yielded_back(value, generic)
+            if replaced is not None:
+                return value, replaced
     return None
 
 
 def _yielded_back(value, generic):
-    """Whether `value` is an iteration argument of the scf.for directly around `generic` that the loop yields
-    the generic's result back into: False when it yields the result itself and nothing else uses the
-    argument, the linalg.copy when it yields a copy of the result into the argument (what the conversion
-    writes, to_linalg/control_flow.py) and the argument has no other use, None otherwise."""
+    """The copies that go when `value`, an iteration argument of the scf.for directly around `generic`, becomes
+    its output: none when the loop yields the generic's result in the argument's place and nothing else uses
+    the argument; the linalg.copy when the loop yields a copy of the result into the argument (what the
+    conversion writes, to_linalg/control_flow.py) and only the generic and the copy use it. None (no list)
+    when neither holds."""
     from mlir import ir
     if not isinstance(value, ir.BlockArgument) or value.arg_number == 0:
         return None
@@ -77,20 +76,11 @@ def _yielded_back(value, generic):
     loop, parent = block.owner.operation, generic.operation.parent
     if loop.name != "scf.for" or parent is None or parent.operation != loop:
         return None
-    position = value.arg_number - 1
-    yielded = block.operations[len(block.operations) - 1].operands[position]
-    users = [use.owner for use in value.uses]
-    if yielded == generic.results[0]:
-        return False if len(users) == 1 else None
-    copy = defining_op(yielded)
+    back, uses = yielded(block, value.arg_number - 1), len(list(value.uses))
+    if back == generic.results[0]:
+        return [] if uses == 1 else None
+    copy = defining_op(back)
     if (copy is None or copy.name != "linalg.copy" or copy.operands[0] != generic.results[0]
-            or copy.operands[1] != value or len(users) != 2 or len(list(generic.results[0].uses)) != 1):
+            or copy.operands[1] != value or uses != 2 or len(list(generic.results[0].uses)) != 1):
         return None
-    return copy
-
-
-def _operand_counts(generic) -> tuple:
-    """(inputs, outputs) of a linalg.generic, from its operandSegmentSizes."""
-    from mlir import ir
-    sizes = ir.DenseI32ArrayAttr(generic.attributes["operandSegmentSizes"])
-    return sizes[0], sizes[1]
+    return [copy]

@@ -2,7 +2,7 @@
 instead of a local tile that is then copied out (see stores_in_place below)."""
 from __future__ import annotations
 
-from ..ir_walk import (ancestor_in_block, collect_ops, defining_op, offsets_sizes_strides, through_views,
+from ..ir_walk import (all_parallel, ancestor_in_block, collect_ops, defining_op, offsets_sizes_strides, through_views,
                       window_at_origin, without_effects, yielded)
 
 
@@ -62,8 +62,7 @@ def _tile_written_then_copied(copy):
     if writer.name != "linalg.generic" or writer.block != allocation.block:
         return None     # (a buffer defined outside a loop may be read again in the next iteration)
     generic = writer.opview
-    if not all(str(kind) == "#linalg.iterator_type<parallel>"
-               for kind in ir.ArrayAttr(generic.attributes["iterator_types"])):
+    if not all_parallel(generic):
         return None
     outputs = list(generic.outputs)
     if outputs != [buffer]:     # another output would be computed over the window only
@@ -101,8 +100,7 @@ def _overwrites(op, buffer) -> bool:
     generic = op.opview
     if list(generic.outputs) != [buffer] or any(operand == buffer for operand in generic.inputs):
         return False
-    if not all(str(kind) == "#linalg.iterator_type<parallel>"
-               for kind in ir.ArrayAttr(generic.attributes["iterator_types"])):
+    if not all_parallel(generic):
         return False
     out_map = ir.AffineMapAttr(ir.ArrayAttr(generic.attributes["indexing_maps"])[len(generic.inputs)]).value
     ranked = ir.MemRefType(buffer.type)

@@ -78,7 +78,8 @@ def test_bufferization_then_keeps_one_buffer_and_copies_nothing_in_the_loop():
             run_upstream(module, BUFFERIZE)
             text = str(module)
             return text[text.index("scf.for"):text.index("return")]
-    assert "memref.copy" in bufferized(lambda m: None) or "linalg.copy" in bufferized(lambda m: None)
+    as_it_was = bufferized(lambda m: None)
+    assert "memref.copy" in as_it_was or "linalg.copy" in as_it_was
     in_place = bufferized(update_carried_tiles_in_place)
     assert "memref.copy" not in in_place and "linalg.copy" not in in_place and "memref.alloc" not in in_place
 
@@ -180,4 +181,5 @@ def test_the_kernels_update_their_carried_tiles_in_place(kernel, tmp_path, monke
     bufferized = next(tmp_path.glob(f"{kernel.__name__}.*-bufferize.mlir")).read_text()
     in_loop = bufferized[bufferized.index("scf.for"):bufferized.index("return")]
     tile = "memref<32x128xf32>" if kernel is column_sums_kernel else "memref<64xf32>"
-    assert not re.search(rf"ins\(%\w+ : {re.escape(tile)}\) outs\(%\w+ : {re.escape(tile)}\)", in_loop), in_loop
+    t = re.escape(tile)
+    assert not re.search(rf"ins\(%\w+ : {t}\) outs\(%\w+ : {t}\)|memref\.copy .* : {t} to {t}", in_loop), in_loop
