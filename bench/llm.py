@@ -3,7 +3,8 @@ eager torch on the dequantized weights, on the same threads, in one run.
 
     .venv/bin/python bench/llm.py [--threads N] [--prompt-tokens 128] [--new-tokens 64] [--skip-llama-cpp]
     .venv/bin/python bench/llm.py --riscv64-counts [--int8]   # guest instructions per decoded token, QEMU
-    .venv/bin/python bench/llm.py --riscv64-per-token          # both modes against llama.cpp's RVV build
+    .venv/bin/python bench/llm.py --riscv64-per-token [--ime]  # both modes against llama.cpp's RVV build
+                                                               # (and its IME1 build)
 
 Host rows: prefill tokens/s (one pass over a prompt of `--prompt-tokens`) and decode tokens/s (`--new-tokens`
 single-token passes after it), best of `--rounds`, for Spine's fp32 activations and its int8 mode (llama.cpp's
@@ -21,8 +22,11 @@ riscv64 per token, against llama.cpp: llama.cpp's RVV build (bench/llama_cpp.py 
 spine.count reads, logs a few hundred thousand instructions a second: too slow for llama.cpp's model load).
 It runs for two values of N and the difference is divided by theirs: loading, the prompt and start-up cancel
 out, and what is left is decoded tokens at positions P + N. Spine's figures are the riscv64 counts above.
-The two counters count the same thing, retired guest instructions (`bench/qemu_plugin.py` runs one program
-under both); Spine's kernels cannot run on the plugin's QEMU 7.2, which aborts translating them (an
+With `--ime` also llama.cpp's build with SpacemiT's IME1 kernels (bench/llama_cpp.py riscv64-ime), whose
+vmadots trap into an emulation under QEMU: the plugin leaves the emulation's functions and the signal
+return out, so each vmadot counts as the one instruction it is on K1 (`bench/llama_cpp.py
+--emulation-count-check` shows it on a loop of vmadots). The two counters count the same thing, retired
+guest instructions (`bench/qemu_plugin.py` runs one program under both); Spine's kernels cannot run on the plugin's QEMU 7.2, which aborts translating them (an
 assertion in its RISC-V decoder, fixed in later versions)."""
 from __future__ import annotations
 
@@ -171,23 +175,27 @@ def riscv64_counts(gguf, int8: bool = False) -> dict:
 PER_TOKEN_RUNS = (2, 10)
 
 
-def llama_cpp_riscv64_per_token(path: str, prompt_tokens: int) -> float:
-    """Guest instructions per decoded token of llama.cpp's RVV build, llama-bench on one thread (see the
-    module's docstring)."""
+def llama_cpp_riscv64_per_token(path: str, prompt_tokens: int, target: str = "riscv64") -> float:
+    """Guest instructions per decoded token of llama.cpp's RVV build (`target` riscv64) or of its build with
+    SpacemiT's IME1 kernels (riscv64-ime: every vmadot counted once, the emulation that carries it out under
+    QEMU not at all), llama-bench on one thread (see the module's docstring)."""
     import tempfile
     import qemu_plugin
-    from llama_cpp import build
-    bench = os.path.join(build("riscv64"), "llama-bench")
+    from llama_cpp import IME_ENV, build, emulation_ranges
+    bench = os.path.join(build(target), "llama-bench")
+    skip = emulation_ranges(bench) if target == "riscv64-ime" else ()
     counts = []
     with tempfile.TemporaryDirectory(prefix="spine-llama-cpp-count-") as workdir:
         for decode in PER_TOKEN_RUNS:
             prefix = os.path.join(workdir, f"decode-{decode}")
             argv, env = qemu_plugin.counting_command(
                 [bench, "-m", path, "-t", "1", "-r", "1", "-p", "0", "-n", "0", "-pg", f"{prompt_tokens},{decode}"],
-                prefix)
+                prefix, skip=skip)
+            if target == "riscv64-ime":
+                env = dict(env, **IME_ENV)
             subprocess.run(argv, env=env, check=True, capture_output=True)
             counts.append(qemu_plugin.instructions(prefix))
-            print(f"llama.cpp, {prompt_tokens}-token prompt and {decode} decoded: {counts[-1]} instructions",
+            print(f"llama.cpp ({target}), {prompt_tokens}-token prompt and {decode} decoded: {counts[-1]} instructions",
                   file=sys.stderr, flush=True)
     return (counts[1] - counts[0]) / (PER_TOKEN_RUNS[1] - PER_TOKEN_RUNS[0])
 
@@ -202,6 +210,7 @@ def main(argv=None):
     parser.add_argument("--riscv64-counts", action="store_true")
     parser.add_argument("--int8", action="store_true", help="--riscv64-counts of the int8 mode")
     parser.add_argument("--riscv64-per-token", action="store_true")
+    parser.add_argument("--ime", action="store_true", help="--riscv64-per-token: also llama.cpp's IME1 build")
     args = parser.parse_args(argv)
     os.environ["SPINE_NUM_THREADS"] = str(args.threads)
     from smollm2.gguf_file import read_gguf
@@ -214,6 +223,8 @@ def main(argv=None):
     if args.riscv64_per_token:
         ref = llama_cpp_riscv64_per_token(gguf.path, args.prompt_tokens)
         rows = {"llama.cpp (RVV)": ref}
+        if args.ime:
+            rows["llama.cpp (IME1: vmadot)"] = llama_cpp_riscv64_per_token(gguf.path, args.prompt_tokens, "riscv64-ime")
         for int8, name in ((True, "Spine, int8 activations"), (False, "Spine, fp32 activations")):
             rows[name] = riscv64_counts(gguf, int8)["per_token"]
             print(f"{name}: {rows[name]} instructions per token", file=sys.stderr, flush=True)

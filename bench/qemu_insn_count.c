@@ -2,6 +2,11 @@
  * PREFIX.<QEMU's process id> when the process exits: `qemu-riscv64 -plugin ./qemu_insn_count.so,out=PREFIX
  * prog ...` (a file per process: a caller that starts several, as Spine's executor may, adds them up).
  *
+ * With `skip=FILE` (lines of "START END", hexadecimal guest addresses) a translation block that starts in one
+ * of the ranges is not counted, nor is the two-instruction trampoline (`li a7, 139; ecall`) through which a
+ * signal handler returns: a program whose matrix instructions trap into an emulating handler
+ * (cpp/matrix_emulation.c) is counted without the emulation, each trapped instruction once.
+ *
  * Why a plugin: QEMU's execution log (spine.count's counter) writes a line per instruction and reaches a few
  * hundred thousand instructions a second, too slow for a program that first loads a model; the plugin adds
  * each translation block's length to a counter as the block runs, inline, at QEMU's own speed. Both count
@@ -28,6 +33,10 @@ void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu
 void qemu_plugin_register_vcpu_tb_exec_inline(struct qemu_plugin_tb *tb, enum qemu_plugin_op op, void *ptr,
                                               uint64_t imm);
 size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
+uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *tb);
+struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
+const void *qemu_plugin_insn_data(const struct qemu_plugin_insn *insn);
+size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
 void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb, void *userdata);
 
 __attribute__((visibility("default"))) int qemu_plugin_version = 1;
@@ -35,10 +44,49 @@ __attribute__((visibility("default"))) int qemu_plugin_version = 1;
 static uint64_t executed;
 static char out_path[4200];
 
+#define MAX_SKIPPED 256
+static uint64_t skipped[MAX_SKIPPED][2];
+static int n_skipped;
+
+static uint32_t word(const struct qemu_plugin_tb *tb, size_t idx) {
+    const struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, idx);
+    uint32_t w = 0;
+    if (qemu_plugin_insn_size(insn) == 4) memcpy(&w, qemu_plugin_insn_data(insn), 4);
+    return w;
+}
+
+/* The trampoline a signal handler returns through (musl's __restore_rt, or the one QEMU writes where the C
+ * library gives none): li a7, 139 (rt_sigreturn); ecall. */
+static int is_sigreturn(const struct qemu_plugin_tb *tb) {
+    return qemu_plugin_tb_n_insns(tb) == 2 && word(tb, 0) == 0x08b00893u && word(tb, 1) == 0x00000073u;
+}
+
+static int is_skipped(const struct qemu_plugin_tb *tb) {
+    uint64_t pc = qemu_plugin_tb_vaddr(tb);
+    for (int i = 0; i < n_skipped; i++)
+        if (pc >= skipped[i][0] && pc < skipped[i][1]) return 1;
+    return n_skipped > 0 && is_sigreturn(tb);
+}
+
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     (void)id;
+    if (is_skipped(tb)) return;
     qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &executed,
                                              qemu_plugin_tb_n_insns(tb));
+}
+
+static int read_skipped(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    unsigned long long start, end;
+    while (n_skipped < MAX_SKIPPED && fscanf(f, "%llx %llx", &start, &end) == 2) {
+        skipped[n_skipped][0] = start;
+        skipped[n_skipped][1] = end;
+        n_skipped++;
+    }
+    int complete = feof(f);
+    fclose(f);
+    return complete ? 0 : -1;
 }
 
 /* Written whole to a temporary name, then renamed: a reader never sees a partial count. */
@@ -56,9 +104,15 @@ static void at_exit(qemu_plugin_id_t id, void *userdata) {
 __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
                                                                int argc, char **argv) {
     (void)info;
-    for (int i = 0; i < argc; i++)
+    for (int i = 0; i < argc; i++) {
         if (strncmp(argv[i], "out=", 4) == 0)
             snprintf(out_path, sizeof out_path, "%.4096s.%ld", argv[i] + 4, (long)getpid());
+        if (strncmp(argv[i], "skip=", 5) == 0 && read_skipped(argv[i] + 5) != 0) {
+            fprintf(stderr, "qemu_insn_count: cannot read the ranges in %s (at most %d)\n", argv[i] + 5,
+                    MAX_SKIPPED);
+            return -1;
+        }
+    }
     if (!out_path[0]) {
         fprintf(stderr, "qemu_insn_count: no out=PATH argument\n");
         return -1;

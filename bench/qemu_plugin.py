@@ -63,11 +63,17 @@ def plugin() -> str:
     return path
 
 
-def counting_command(argv: list, out_prefix: str, cpu: str = CPU) -> tuple[list, dict]:
+def counting_command(argv: list, out_prefix: str, cpu: str = CPU, skip: list = ()) -> tuple[list, dict]:
     """(argv, environment) that run the guest program `argv` under QEMU 7.2 with the counter, which writes
-    out_prefix.<pid> as each QEMU process exits."""
+    out_prefix.<pid> as each QEMU process exits; `skip`: (start, end) guest address ranges whose code is not
+    counted, nor a signal handler's return (written to out_prefix.skip for the plugin)."""
     binary, env = qemu()
-    return [binary, "-cpu", cpu, "-plugin", f"{plugin()},out={out_prefix}", *argv], env
+    options = f"{plugin()},out={out_prefix}"
+    if skip:
+        with open(out_prefix + ".skip", "w") as f:
+            f.writelines(f"{start:x} {end:x}\n" for start, end in skip)
+        options += f",skip={out_prefix}.skip"
+    return [binary, "-cpu", cpu, "-plugin", options, *argv], env
 
 
 def wrapper(out_prefix: str, cpu: str = CPU) -> str:

@@ -56,3 +56,19 @@ def test_spacemit_a100_matmul_is_exact_on_emulated_instructions(ggml, k, n):
     check = llama_cpp.ime_matmul_check(k, n, llama_cpp.MATMUL_ROWS, weights="q8_0", a100=True)
     assert check["wrong"] == {m: 0 for m in llama_cpp.MATMUL_ROWS}, check["log"][-2000:]
     assert check["emulated"] == ime2_instructions(k, n, llama_cpp.MATMUL_ROWS)
+
+
+def test_an_instruction_count_leaves_the_emulation_out(ggml):
+    """QEMU 7.2's counting plugin with the emulation's functions (and the signal return) left out counts a
+    trapped vmadot as the one instruction it is on K1: a loop of vmadots grows by its 3 instructions a
+    vmadot. Counted with them, each emulated vmadot costs hundreds (what the per-token count of llama.cpp's
+    IME1 build, bench/llm.py --riscv64-per-token --ime, must not include)."""
+    import subprocess
+    import qemu_plugin
+    try:
+        qemu_plugin.qemu()
+    except (subprocess.CalledProcessError, OSError) as err:   # no package index to fetch QEMU 7.2 from
+        pytest.skip(f"QEMU 7.2 for the plugin: {err}")
+    (short, short_without, short_with), (long, long_without, long_with) = llama_cpp.emulation_count_check()
+    assert long_without - short_without == 3 * (long - short)
+    assert long_with - short_with > 100 * (long - short)
