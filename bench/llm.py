@@ -24,10 +24,11 @@ It runs for two values of N and the difference is divided by theirs: loading, th
 out, and what is left is decoded tokens at positions P + N. Spine's figures are the riscv64 counts above.
 With `--ime` also llama.cpp's build with SpacemiT's IME1 kernels (bench/llama_cpp.py riscv64-ime), whose
 vmadots trap into an emulation under QEMU: the plugin leaves the emulation's functions and the signal
-return out, so each vmadot counts as the one instruction it is on K1 (`bench/llama_cpp.py
+return out, so each vmadot counts as the one instruction it is on K1 (`bench/llama_cpp.py riscv64-ime
 --emulation-count-check` shows it on a loop of vmadots). The two counters count the same thing, retired
-guest instructions (`bench/qemu_plugin.py` runs one program under both); Spine's kernels cannot run on the plugin's QEMU 7.2, which aborts translating them (an
-assertion in its RISC-V decoder, fixed in later versions)."""
+guest instructions (`bench/qemu_plugin.py` runs one program under both); Spine's kernels cannot run on the
+plugin's QEMU 7.2, which aborts translating them (an assertion in its RISC-V decoder, fixed in later
+versions)."""
 from __future__ import annotations
 
 import argparse
@@ -195,8 +196,8 @@ def llama_cpp_riscv64_per_token(path: str, prompt_tokens: int, target: str = "ri
                 env = dict(env, **IME_ENV)
             subprocess.run(argv, env=env, check=True, capture_output=True)
             counts.append(qemu_plugin.instructions(prefix))
-            print(f"llama.cpp ({target}), {prompt_tokens}-token prompt and {decode} decoded: {counts[-1]} instructions",
-                  file=sys.stderr, flush=True)
+            print(f"llama.cpp ({target}), {prompt_tokens}-token prompt and {decode} decoded: "
+                  f"{counts[-1]} instructions", file=sys.stderr, flush=True)
     return (counts[1] - counts[0]) / (PER_TOKEN_RUNS[1] - PER_TOKEN_RUNS[0])
 
 
@@ -224,7 +225,8 @@ def main(argv=None):
         ref = llama_cpp_riscv64_per_token(gguf.path, args.prompt_tokens)
         rows = {"llama.cpp (RVV)": ref}
         if args.ime:
-            rows["llama.cpp (IME1: vmadot)"] = llama_cpp_riscv64_per_token(gguf.path, args.prompt_tokens, "riscv64-ime")
+            rows["llama.cpp (IME1: vmadot)"] = llama_cpp_riscv64_per_token(gguf.path, args.prompt_tokens,
+                                                                          "riscv64-ime")
         for int8, name in ((True, "Spine, int8 activations"), (False, "Spine, fp32 activations")):
             rows[name] = riscv64_counts(gguf, int8)["per_token"]
             print(f"{name}: {rows[name]} instructions per token", file=sys.stderr, flush=True)
