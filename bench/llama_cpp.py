@@ -432,6 +432,23 @@ def _emulation_key_changed(out: str) -> bool:
     return _read(os.path.join(out, "spine-emulation.key")) != _emulation_key()
 
 
+def _remove_stale(out: str, mnemonics_key: str, scalar_key: str) -> None:
+    """What changed since riscv64-ime's last build makes stale: a new emulation, the tools (relinked with its
+    objects); new mnemonics, ggml's libraries too (every object includes them, and ggml probes them); new
+    flags for SCALAR_SOURCES, their objects (the wrappers' flags are not cmake's, so cmake would keep them)
+    and everything that links them."""
+    stale, objects = (), []
+    if _emulation_key_changed(out):
+        stale = TARGETS + (LIBRARIES if _read(mnemonics_key) != _mnemonics_key() else ())
+    if _read(scalar_key) != " ".join(SCALAR_SOURCES):
+        stale = TARGETS + LIBRARIES
+        objects = glob.glob(os.path.join(out, "ggml", "src", "CMakeFiles", "*",
+                                         SCALAR_SOURCES[0].lstrip("*/") + ".o"))
+    for path in objects + [_product(out, t) for t in stale]:
+        if os.path.exists(path):
+            os.remove(path)
+
+
 def _build(target: str, products: tuple) -> str:
     """Builds `products` of llama.cpp (tools or ggml's libraries) for `target` once; returns the build
     directory. riscv64-ime's tools are relinked when the emulation changes: its key is kept beside them."""
@@ -441,19 +458,8 @@ def _build(target: str, products: tuple) -> str:
     out = os.path.join(root(), f"build-{target}")
     mnemonics_key = os.path.join(out, "spine-mnemonics.key")
     scalar_key = os.path.join(out, "spine-scalar.key")
-    if target == "riscv64-ime" and _read(scalar_key) != " ".join(SCALAR_SOURCES):
-        # the wrappers' flags are not cmake's: the objects they changed go by hand, and what links them
-        pattern = os.path.join(out, "ggml", "src", "CMakeFiles", "*", SCALAR_SOURCES[0].lstrip("*/") + ".o")
-        for path in glob.glob(pattern) + [_product(out, t) for t in TARGETS + LIBRARIES]:
-            if os.path.exists(path):
-                os.remove(path)
-    if target == "riscv64-ime" and _emulation_key_changed(out):
-        stale = TARGETS
-        if _read(mnemonics_key) != _mnemonics_key():   # every object includes them, and ggml probes them
-            stale = TARGETS + LIBRARIES
-        for t in stale:   # relinked with the new objects (rebuilt, for new mnemonics)
-            if os.path.exists(_product(out, t)):
-                os.remove(_product(out, t))
+    if target == "riscv64-ime":
+        _remove_stale(out, mnemonics_key, scalar_key)
     if all(os.path.exists(_product(out, p)) for p in products):
         return out
     env = _zig_env()
