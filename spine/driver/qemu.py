@@ -73,7 +73,37 @@ def trace_arguments() -> list[str]:
         return []
     help_text = subprocess.run([qemu_binary(), "-h"], capture_output=True, text=True).stdout
     one_insn = "-one-insn-per-tb" if "-one-insn-per-tb" in help_text else "-singlestep"
-    return [one_insn, "-d", "exec,nochain", "-D", path]
+    return [one_insn, "-d", "exec,nochain", "-D", path, *_outside_the_emulation()]
+
+
+# The kernel server's functions a trapped matrix instruction runs (cpp/fault_guard.c's signal handler,
+# cpp/matrix_emulation.c's emulation, whose helpers are inlined into it)
+EMULATION_FUNCTIONS = ("on_fault", "on_sigill", "spine_matrix_emulate")
+
+
+def _outside_the_emulation() -> list[str]:
+    """QEMU's -dfilter for every address but the kernel server's emulation of the matrix instructions. Only
+    a kernel's own text is counted, but a matrix-unit kernel traps into that emulation at each matrix
+    instruction, a few thousand instructions each, which the log would otherwise hold and the counter read
+    line by line. The rest of the server stays in the log: its lines between two program instances are
+    what separates them (spine/count). The server is linked at fixed addresses (not PIE)."""
+    from elftools.elf.elffile import ELFFile
+    from .toolchain import guest_kernel_server
+    with open(guest_kernel_server(), "rb") as f:
+        elf = ELFFile(f)
+        symbols = elf.get_section_by_name(".symtab")
+        if elf["e_type"] != "ET_EXEC" or symbols is None:
+            return []
+        skipped = sorted((sym["st_value"], sym["st_value"] + sym["st_size"]) for sym in symbols.iter_symbols()
+                         if sym.name in EMULATION_FUNCTIONS and sym["st_info"]["type"] == "STT_FUNC"
+                         and sym["st_size"])
+    kept, start = [], 0
+    for lo, hi in skipped:
+        if lo > start:
+            kept.append(f"{start:#x}..{lo - 1:#x}")
+        start = max(start, hi)
+    kept.append(f"{start:#x}..0xffffffffffffffff")
+    return ["-dfilter", ",".join(kept)]
 
 
 _VLEN = re.compile(r"(^|,)vlen=(\d+)")
