@@ -18,7 +18,8 @@ what fits the register file:
     ime          SpacemiT K1's matrix unit (IME, VLEN 256): int8 x int8 -> int32 products only, on 4x8x4 tiles
                  of `smt.vmadot`, 2 x 4 tiles (8 rows, 16 columns) per register block; its own emitter,
                  to_linalg/ime_matmul.py. A target's entry names it as its `int8` kernel ("rvv-ime": RVV for
-                 every other type)
+                 every other type). A tl.dot of at most 4 rows (a token's product) runs on it too, column
+                 tile by column tile with B read as B^T where it lies: to_linalg/ime_rows.py
     a100         SpacemiT K3's A100 matrix unit (VLEN 1024): int8 x int8 -> int32 on 8x16x8 tiles of `smt.vmadot`
                  and fp16 x fp16 -> fp32 on 8x8x8 tiles of `smt.vfwmadot` (not in LLVM 22: emitted by its
                  encoding), 2 x 4 tiles (16 rows, 32 columns) per register block; ime_matmul.py again, at the

@@ -17,7 +17,8 @@ by the pipeline from the target, spine/microkernels.py) and the product is large
 packing, a 2-D dot goes through the packed matmul that smt.dot uses (smt_dot.packed_product) instead:
 operands packed into panels, a register-blocked vector inner loop. Both sum along k in order; the
 packed matmul may add an accumulator it does not update in place after the products rather than before
-(last-bit differences only).
+(last-bit differences only). An int8 dot of at most 4 rows on K1's matrix unit (a token's product) takes
+the unit's own few-rows product instead (smt_dot.row_product, ime_rows.py), whatever its size.
 """
 from __future__ import annotations
 
@@ -62,9 +63,10 @@ def _packed_kernel(conv, a: ir.Value, b: ir.Value, acc: ir.Value):
 
 
 def is_packed(conv, op) -> bool:
-    """Whether the TTIR tt.dot `op` goes through the packed matmul (its operand types are those of the
-    converted values)."""
-    return op.name == "tt.dot" and _packed_kernel(conv, *op.operands) is not None
+    """Whether the TTIR tt.dot `op` goes through the packed matmul or the matrix unit's few rows' product
+    (its operand types are those of the converted values)."""
+    return op.name == "tt.dot" and (_packed_kernel(conv, *op.operands) is not None
+                                    or smt_dot.takes_rows(conv, *op.operands))
 
 
 def _zero_accumulator(op) -> bool:
@@ -81,7 +83,11 @@ def convert_dot(conv, op):
 
 def product(conv, op, a: ir.Value, bb: ir.Value, acc: ir.Value, packed: bool = True) -> ir.Value:
     """acc + a @ bb for the TTIR op `op` (tt.dot, or tt.dot_scaled once its operands are decoded), through
-    the packed matmul where it pays and `packed` allows it."""
+    the matrix unit's few-rows product or the packed matmul where it pays and `packed` allows it."""
+    if packed and op.name == "tt.dot":
+        rows = smt_dot.row_product(conv, op, a, bb, acc, _zero_accumulator(op))
+        if rows is not None:
+            return rows
     kernel = _packed_kernel(conv, a, bb, acc) if packed else None
     if kernel is not None:
         c_in = None if _zero_accumulator(op) else smt_dot.operand(acc)

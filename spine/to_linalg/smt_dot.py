@@ -26,7 +26,7 @@ from mlir.dialects import arith, bufferization, func, linalg, memref, scf, tenso
 
 from ..microkernels import MICROKERNELS
 from ..ir_names import STRIDED_TWIN
-from . import amx_matmul, ime_matmul, vnni_matmul
+from . import amx_matmul, ime_matmul, ime_rows, vnni_matmul
 from . import smt_microkernel as mk
 from .smt_panels import zero
 from .smt_calls import lowers
@@ -54,9 +54,14 @@ def _buffer(conv, value: ir.Value, operand: mk.Operand, read_only: bool = True, 
     op for the tensor's last use. CSE would merge two equal to_buffer ops of one tensor (the same zero
     accumulator of two dots, say), and the second call would then read a buffer that an op between the
     two calls may have overwritten in place; a distinct number on each keeps them apart."""
+    return _typed_buffer(conv, value, operand.memref_type(contiguous), read_only)
+
+
+def _typed_buffer(conv, value: ir.Value, memref_type: ir.Type, read_only: bool = True) -> ir.Value:
+    """_buffer with the buffer's type given."""
     use = conv.buffer_uses
     conv.buffer_uses += 1
-    op = bufferization.ToBufferOp(operand.memref_type(contiguous), value, read_only=read_only)
+    op = bufferization.ToBufferOp(memref_type, value, read_only=read_only)
     op.operation.attributes[BUFFER_USE] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), use)
     return op.result
 
@@ -174,6 +179,41 @@ def _matrix_product(conv, op, a, b, c_in, result_type, kernel, zero_from) -> ir.
     product = bufferization.ToTensorOp(ir.RankedTensorType.get(list(out_shape), result_type.element_type), out,
                                        restrict=True, writable=True).result
     return pack(product, shape) if len(shape) == 4 else product
+
+
+def takes_rows(conv, a: ir.Value, b: ir.Value, acc: ir.Value) -> bool:
+    """Whether a dot of these operands is the few rows' product of the target's matrix unit (row_product)."""
+    unit = conv.microkernel.int8 if conv.microkernel is not None else ""
+    return ime_rows.takes(unit, shape_of(a.type), shape_of(b.type), str(element_type(a.type)),
+                          str(element_type(b.type)), str(element_type(acc.type)))
+
+
+def row_product(conv, op, a: ir.Value, b: ir.Value, acc: ir.Value, zero_acc: bool):
+    """a @ b (+ acc) for tt.dot `op` as the few rows' product of the target's matrix unit (ime_rows.py), when it
+    takes the operands; else None. B is read as B^T: the tensor tl.trans was applied to (or the bytes its
+    nibbles come from), else a transposed copy. `zero_acc`: the dot adds nothing (tl.dot(a, b))."""
+    if not takes_rows(conv, a, b, acc):
+        return None
+    a_shape, b_shape = shape_of(a.type), shape_of(b.type)
+    conv.matrix_units.add(conv.microkernel.int8)   # where the kernel may run depends on it (spacemit_cores.py)
+    (m, k), n = a_shape, b_shape[1]
+    bt, nibble = ime_rows.transposed_source(b)
+    if bt is None:
+        empty = tensor.EmptyOp([n, k], element_type(b.type)).result
+        bt = linalg.transpose(b, outs=[empty], permutation=[1, 0])
+    result_type = ir.RankedTensorType(acc.type)
+    c_op = mk.Operand((m, n), "i32")
+    c_type = c_op.memref_type(contiguous=True)
+    if not zero_acc and _updates_in_place(op, acc, c_op, result_type):
+        out = _typed_buffer(conv, acc, c_type, read_only=False)
+    else:
+        out = memref.AllocOp(c_type, [], [], alignment=mk.ALIGNMENT).result
+        if not zero_acc:
+            memref.CopyOp(_typed_buffer(conv, acc, c_type), out)
+    spec = ime_rows.RowProduct(m, k, n, nibble, accumulate=not zero_acc)
+    _call(conv, spec, [_typed_buffer(conv, a, ime_rows.operand_type(m, k)),
+                       _typed_buffer(conv, bt, ime_rows.operand_type(n, k)), out], ime_rows.define)
+    return bufferization.ToTensorOp(result_type, out, restrict=True, writable=True).result
 
 
 def reads_a_below_bound(op) -> bool:
