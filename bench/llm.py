@@ -140,7 +140,7 @@ def riscv64_counts(gguf, int8: bool = False) -> dict:
     import torch
     import triton
     from icount import count_instructions
-    from smollm2 import int8_kernels, kernels
+    from smollm2 import int8_kernels, kernels, paired_kernels
     from smollm2.model import SmolLM2
     from spine.driver import CPUDriver
     triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
@@ -148,9 +148,10 @@ def riscv64_counts(gguf, int8: bool = False) -> dict:
     cfg = model.config
     model.forward(torch.arange(16, dtype=torch.int32))  # compiles, and fills 16 positions of the cache
     # the kernels the launchers launch (not the @triton.jit helpers the kernels call)
-    jitted = {(module, name): value for module in (kernels, int8_kernels) for name, value in vars(module).items()
+    jitted = {(module, name): value for module in (kernels, int8_kernels, paired_kernels)
+              for name, value in vars(module).items()
               if isinstance(value, triton.JITFunction) and name.endswith("_kernel")}
-    parts = {"embedding": lambda: kernels.embedding(torch.tensor([7], dtype=torch.int32), model.embed),
+    parts = {"embedding": lambda: model.products.embedding(torch.tensor([7], dtype=torch.int32), model.embed),
              "layer": lambda: model.run_layer(0, torch.randn(1, cfg.width)),  # at position 16
              "head + argmax": lambda: kernels.argmax(model.products.linear(
                  torch.randn(1, cfg.width), model.embed, norm=model.output_norm, eps=cfg.rms_eps))}

@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
+from .kernels import embedding  # noqa: F401 (the embedding this mode's forward pass launches)
 from .kernels import (GEMV_ROWS, GEMV_STEP, PREFILL_BLOCKS, QK, QuantMatrix, _attention_f16, _block_sums,
                       _position, _program_rows, _q4_1_block, _q4_1_row_blocks, _q8_0_row_blocks, _row_rstd,
                       _silu_times, _store_tile, _tail_step)

@@ -12,9 +12,9 @@ import torch
 
 from spine.driver.graph import LaunchGraph
 
-from . import int8_kernels, kernels
+from . import int8_kernels, kernels, paired_kernels
 from .gguf_file import GGUFModel, LlamaConfig, read_gguf
-from .kernels import QuantMatrix, argmax, embedding, rope_and_cache
+from .kernels import QuantMatrix, argmax, rope_and_cache
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ class SmolLM2:
     v_cache: list = field(default_factory=list)
     length: int = 0               # tokens in the cache
     int8: bool = False            # quantize the products' activations to int8 blocks, as llama.cpp does
+    paired: bool = False          # the int8 mode's Q4_1 matrices in row pairs, for a matrix unit (paired_kernels.py)
     # the position of the tokens a forward pass runs (int32 [1]), which the RoPE and attention kernels read
     position: torch.Tensor = field(default_factory=lambda: torch.from_numpy(np.zeros(1, np.int32)))
     _decode: "_DecodeStep | None" = None
@@ -89,7 +90,15 @@ class SmolLM2:
         head = t("output.weight") if "output.weight" in gguf.tensors else t("token_embd.weight")
         if head.name != "token_embd.weight":
             raise ValueError("an untied output head is not supported")
-        model = cls(cfg, layers, _matrix(head), _array(t("output_norm.weight")), capacity, int8=int8)
+        paired = int8 and paired_kernels.matrix_rows() and all(
+            paired_kernels.pairs_fit(m) for layer in layers for m in (layer.qkv, layer.out, layer.gate, layer.up,
+                                                                      layer.down))
+        if paired:
+            layers = [Layer(layer.attn_norm, *(paired_kernels.paired(m) for m in (layer.qkv, layer.out)),
+                            layer.ffn_norm, *(paired_kernels.paired(m) for m in (layer.gate, layer.up, layer.down)))
+                      for layer in layers]
+        table = paired_kernels.split(_matrix(head)) if paired else _matrix(head)
+        model = cls(cfg, layers, table, _array(t("output_norm.weight")), capacity, int8=int8, paired=paired)
         model.reset()
         return model
 
@@ -113,7 +122,9 @@ class SmolLM2:
 
     @property
     def products(self):
-        """The module whose linear, swiglu and attention the forward pass launches."""
+        """The module whose embedding, linear, swiglu and attention the forward pass launches."""
+        if self.paired:
+            return paired_kernels
         return int8_kernels if self.int8 else kernels
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -126,7 +137,7 @@ class SmolLM2:
             raise ValueError(f"{self.length} cached + {t} new tokens exceed the KV cache's {self.capacity} "
                              f"(SmolLM2.load(capacity=...), at most the model's context of {cfg.context})")
         self.position.numpy()[0] = self.length  # through numpy: not a torch op
-        x = embedding(ids, self.embed)
+        x = self.products.embedding(ids, self.embed)
         for i in range(len(self.layers)):
             x = self.run_layer(i, x)
         self.length += t
