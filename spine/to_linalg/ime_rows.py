@@ -23,8 +23,11 @@ computes C[:M] (+)= A @ B over B^T, the rows of B^T being B's columns:
 - With M = 1 a k tile of A is 8 bytes of its row (vl 8); tile rows 1..3 hold what the register held,
   and so do the sums' rows 1..3, which are never stored. More rows are first copied into a small panel
   of whole tiles.
-- The last column tile loads and stores only the columns left (vl < 4), so nothing past B^T or C is
-  touched. K must be a multiple of 8 (`takes`); other dots stay generic loops.
+- The column tiles are known when the function is emitted: two whole tiles an iteration where their B
+  fits the registers (at most 4 k tiles: v16.. and v20.., sums in v24 and v28), which halves the vtype
+  changes and the loop's own instructions a tile; the last tile of fewer than 4 columns loads and stores
+  only those (vl < 4), so nothing past B^T or C is touched. K must be a multiple of 8 (`takes`); other
+  dots stay generic loops.
 
 Why one inline-assembly statement a call holds the whole column loop: a segment load's fields land in
 consecutive registers, which an inline-assembly operand cannot name one by one, and LLVM 22 has no code
@@ -214,49 +217,85 @@ def _products(spec: RowProduct, a_tiles, a_step: int, bt_base, bt_stride, c_base
         args = [add(a_tiles, first * a_step), add(bt_base, first * STEP), bt_stride, c_base, im.const(spec.n),
                 im.const(spec.n * 4)]
         operands = [arith.IndexCastOp(i64, im.as_value(x)).result for x in args]
-        text = assembly(spec.m, tiles, a_step, spec.nibble, spec.accumulate or first > 0)
-        clobbers = ([f"~{{t{i}}}" for i in range(7)] + [f"~{{v{i}}}" for i in range(8, 28)]
+        text = assembly(spec.m, spec.n, tiles, a_step, spec.nibble, spec.accumulate or first > 0)
+        clobbers = ([f"~{{t{i}}}" for i in range(7)] + [f"~{{v{i}}}" for i in range(8, 32)]
                     + ["~{vl}", "~{vtype}", "~{memory}"])
         llvm.InlineAsmOp(None, operands, text, ",".join(["r"] * len(operands) + clobbers), has_side_effects=True)
 
 
-def assembly(m: int, tiles: int, a_step: int, nibble: str, accumulate: bool) -> str:
-    """The column loop for `tiles` k tiles (at most 8). Operands: $0 A's first tile, $1 B^T's first row at
-    this k, $2 B^T's row stride, $3 C, $4 C's columns, $5 C's row stride (bytes)."""
+def assembly(m: int, n: int, tiles: int, a_step: int, nibble: str, accumulate: bool) -> str:
+    """The column loop for `tiles` k tiles (at most 8) over n columns: pairs of whole column tiles an
+    iteration where two tiles' B fit the registers (at most 4 k tiles), then single whole tiles, then the
+    last tile of fewer than 4 columns. Operands: $0 A's first tile, $1 B^T's first row at this k, $2 B^T's
+    row stride, $3 C, $5 C's row stride (bytes)."""
     lines = ["vsetivli zero, 8, e8, m1" if m == 1 else "vsetvli t0, zero, e8, m1", "vle8.v v8, ($0)"]
     for t in range(1, tiles):
         lines += [f"addi t0, $0, {t * a_step}", f"vle8.v v{8 + t}, (t0)"]
-    lines += ["li t6, 4", "mv t1, $4", "mv t2, $1", "mv t4, $3", "slli t3, $2, 2", "1:", "minu t5, t1, t6"]
-    if accumulate:
-        lines += ["vsetvli zero, t5, e32, m1"] + _c_rows(m, load=True)
-    else:
-        lines += ["vsetivli zero, 16, e32, m2", "vmv.v.i v24, 0"]
-    segment = f"vlsseg{tiles}e64.v" if tiles > 1 else "vlse64.v"
-    lines += ["vsetvli zero, t5, e64, m1", f"{segment} v16, (t2), $2"]
-    if nibble:
-        group = 1 << (tiles - 1).bit_length()
-        lines += [f"vsetvli t0, zero, e8, m{group}", "vand.vi v16, v16, 15" if nibble == "low" else "vsrl.vi v16, v16, 4"]
-    lines.append("vsetvli t0, zero, e8, m1")
-    lines += [f"smt.vmadot v24, v{8 + t}, v{16 + t}" for t in range(tiles)]
-    lines.append("vsetvli zero, t5, e32, m1")
-    lines += _c_rows(m, load=False)
-    lines += ["sub t1, t1, t6", "add t2, t2, t3", "addi t4, t4, 16", "bgtz t1, 1b"]
+    lines += ["mv t2, $1", "mv t4, $3", "slli t3, $2, 2"]
+    whole, tail = divmod(n, COLUMNS)
+    pairs = whole // 2 if tiles <= MAX_TILES // 2 else 0
+    for label, count, width, columns in ((1, pairs, 2, COLUMNS), (2, whole - 2 * pairs, 1, COLUMNS),
+                                         (3, 1 if tail else 0, 1, tail)):
+        if not count:
+            continue
+        body = _column_tiles(m, tiles, width, columns, nibble, accumulate)
+        if count == 1:
+            lines += body
+        else:
+            lines += [f"li t1, {count}", f"{label}:"] + body + ["addi t1, t1, -1", f"bnez t1, {label}b"]
     return "\n".join(lines)
 
 
-def _c_rows(m: int, load: bool) -> list[str]:
-    """C's rows to or from the sums' tile: row 0 is v24's first 4 elements, row 1 its last 4, rows 2 and 3
-    v25's (vl: the columns of this tile). Rows 1 and 3 go through v26 and v27 by a slide."""
+# The registers of the (at most two) column tiles an iteration computes: the sums' pair, the two registers
+# rows 1 and 3 pass through, and the first of B's k tiles
+SLOTS = (("v24", "v25", "v26", "v27", 16), ("v28", "v29", "v30", "v31", 20))
+
+
+def _column_tiles(m: int, tiles: int, width: int, columns: int, nibble: str, accumulate: bool) -> list[str]:
+    """`width` column tiles of `columns` columns each (vl), from B^T's row t2 and C's column t4 on; t2 and t4
+    move past them."""
+    slots = SLOTS[:width]
+    lines = []
+    if accumulate:
+        for x, slot in enumerate(slots):
+            if x == 0 or m >= 2:   # the rows' slides (m >= 2) leave vl at 8
+                lines.append(f"vsetivli zero, {columns}, e32, m1")
+            lines += _c_rows(m, slot, 16 * x, load=True)
+    else:
+        lines.append("vsetivli zero, 16, e32, m2")
+        lines += [f"vmv.v.i {slot[0]}, 0" for slot in slots]
+    segment = f"vlsseg{tiles}e64.v" if tiles > 1 else "vlse64.v"
+    lines += [f"vsetivli zero, {columns}, e64, m1", f"{segment} v16, (t2), $2"]
+    if width == 2:
+        lines += ["add t0, t2, t3", f"{segment} v20, (t0), $2"]
+    if nibble:
+        group = 8 if width == 2 else 1 << (tiles - 1).bit_length()
+        lines += [f"vsetvli t0, zero, e8, m{group}", "vand.vi v16, v16, 15" if nibble == "low" else "vsrl.vi v16, v16, 4"]
+    lines.append("vsetvli t0, zero, e8, m1")
+    for acc, _, _, _, b in slots:
+        lines += [f"smt.vmadot {acc}, v{8 + t}, v{b + t}" for t in range(tiles)]
+    lines.append(f"vsetivli zero, {columns}, e32, m1")
+    for x, slot in enumerate(slots):
+        lines += _c_rows(m, slot, 16 * x, load=False)
+    lines += ["add t2, t2, t3"] * width + [f"addi t4, t4, {16 * width}"]
+    return lines
+
+
+def _c_rows(m: int, slot: tuple, offset: int, load: bool) -> list[str]:
+    """C's rows to or from a column tile's sums (`slot`), `offset` bytes past C's column t4: row 0 is the
+    pair's first register's first 4 elements, row 1 its last 4, rows 2 and 3 the second register's (vl: the
+    tile's columns). Rows 1 and 3 go through the slot's other two registers by a slide."""
+    first, second, odd, odd2, _ = slot
     op = "vle32.v" if load else "vse32.v"
     lines = []
     if not load:
-        lines += ["vslidedown.vi v26, v24, 4"] if m >= 2 else []
-        lines += ["vslidedown.vi v27, v25, 4"] if m >= 4 else []
-    lines.append(f"{op} v24, (t4)")
-    for row, register in ((1, "v26"), (2, "v25"), (3, "v27")):
+        lines += [f"vslidedown.vi {odd}, {first}, 4"] if m >= 2 else []
+        lines += [f"vslidedown.vi {odd2}, {second}, 4"] if m >= 4 else []
+    lines += [f"addi t5, t4, {offset}", f"{op} {first}, (t5)"] if offset else [f"{op} {first}, (t4)"]
+    for row, register in ((1, odd), (2, second), (3, odd2)):
         if row < m:
-            lines += [f"add t0, {'t4' if row == 1 else 't0'}, $5", f"{op} {register}, (t0)"]
+            lines += [f"add t5, {'t4' if row == 1 and not offset else 't5'}, $5", f"{op} {register}, (t5)"]
     if load and m >= 2:
-        lines += ["vsetivli zero, 8, e32, m1", "vslideup.vi v24, v26, 4"]
-        lines += ["vslideup.vi v25, v27, 4"] if m >= 4 else []
+        lines += ["vsetivli zero, 8, e32, m1", f"vslideup.vi {first}, {odd}, 4"]
+        lines += [f"vslideup.vi {second}, {odd2}, 4"] if m >= 4 else []
     return lines

@@ -83,11 +83,12 @@ def _weights(form, n, k):
 
 
 @pytest.mark.parametrize("m, bn, k, bk", [(1, 16, 64, 32), (2, 8, 24, 8), (3, 2, 48, 16), (4, 16, 256, 128),
-                                          (1, 2, 8, 8)])
+                                          (1, 2, 8, 8), (4, 8, 32, 32), (3, 16, 32, 16)])
 @pytest.mark.parametrize("form", [TRANSPOSED, LOW, HIGH, PLAIN])
 def test_a_few_rows_against_torch(x60, m, bn, k, bk, form):
-    """bn = 2 leaves each program a last column tile of 2 (vl 2); bk = 128 is 16 k tiles, two segment
-    loads; m = 3 runs in a block of 4 rows whose last is masked."""
+    """bn = 2 leaves each program a last column tile of 2 (vl 2); bn = 8 and 16 are one and two iterations
+    of two column tiles where k takes at most 4 tiles; bk = 128 is 16 k tiles, two segment loads of 8 and
+    one column tile an iteration; m = 3 runs in a block of 4 rows whose last is masked."""
     torch.manual_seed(m * 1000 + bn * 10 + form)
     n = 3 * bn
     a = _int8(m, k)
