@@ -13,6 +13,8 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.ops.test_matrix_unit import on_core
 
@@ -169,3 +171,24 @@ def test_counted_without_the_emulation(x60):
     kept = [[int(x, 16) for x in r.split("..")] for r in _outside_the_emulation()[1].split(",")]
     assert len(kept) >= 2
     assert all(any(lo <= pc <= hi for lo, hi in kept) for pc in trace.counts)   # nothing of the emulation
+
+
+@settings(max_examples=12, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(m=st.integers(1, 4), bn=st.sampled_from([1, 2, 4, 8, 16, 32]), bk=st.sampled_from([8, 16, 32, 64, 128]),
+       steps=st.integers(1, 3), form=st.sampled_from([TRANSPOSED, LOW, HIGH, PLAIN]), programs=st.integers(1, 3),
+       added=st.booleans(), skew=st.sampled_from([0, 0, 1, 3]), seed=st.integers(0, 2**16))
+def test_random_row_products(x60, m, bn, bk, steps, form, programs, added, skew, seed):
+    """Drawn shapes, B forms and alignments, exact against torch: the few rows' product fuzzed. `skew`
+    shifts W's storage by that many bytes (its rows then start off 8-byte boundaries); `added` gives the
+    dot an accumulator of its own (one k step)."""
+    torch.manual_seed(seed)
+    k, n = bk * (1 if added else steps), bn * programs
+    a = _int8(m, k)
+    w, dense = _weights(form, n, k)
+    if skew and form != PLAIN:
+        storage = torch.empty(w.numel() + skew, dtype=w.dtype)
+        w = storage[skew:].view(w.shape).copy_(w)
+    c = torch.randint(-2**20, 2**20, (m, n), dtype=torch.int32) if added else None
+    expected = (c if added else 0) + a.int() @ dense.int().t()
+    torch.testing.assert_close(_rows(a, w, bn, bk, form, c=c), expected, rtol=0, atol=0)
