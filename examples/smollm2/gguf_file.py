@@ -1,7 +1,9 @@
 """What a Llama-architecture GGUF file holds, read with the `gguf` package: the model's shape, its tensors
 as the raw quantized blocks the file stores, and a byte-level BPE tokenizer built from the file's own
 vocabulary and merges. Nothing here computes; nothing here knows about Spine."""
+import ctypes
 import importlib.util
+import mmap
 import os
 from dataclasses import dataclass
 
@@ -59,6 +61,20 @@ class GGUFModel:
             return self.tensors[name]
         except KeyError:
             raise KeyError(f"{os.path.basename(self.path)} has no tensor {name!r}") from None
+
+    def release(self, names) -> None:
+        """Gives back the resident pages of the mapped file under tensors `names`, once their bytes were copied
+        elsewhere (repacked): they stay readable, read from the file again if used (the mapping is private
+        and nothing writes to it). Without this a repacked model holds its weights twice."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        page = mmap.PAGESIZE
+        for name in names:
+            data = self.tensor(name).data
+            start = data.ctypes.data
+            first, end = -(-start // page) * page, (start + data.nbytes) // page * page   # whole pages only
+            if end > first and libc.madvise(first, end - first, mmap.MADV_DONTNEED) != 0:
+                raise OSError(ctypes.get_errno(), f"madvise of {name}: {os.strerror(ctypes.get_errno())}")
 
 
 def _value(reader, key, default=None):

@@ -98,6 +98,9 @@ class SmolLM2:
                             layer.ffn_norm, *(paired_kernels.paired(m) for m in (layer.gate, layer.up, layer.down)))
                       for layer in layers]
         table = paired_kernels.split(_matrix(head)) if paired else _matrix(head)
+        if paired:   # the matrices now live in their repacked copies
+            gguf.release([head.name] + [f"blk.{i}.{name}.weight" for i in range(cfg.n_layers) for name in
+                                        ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")])
         model = cls(cfg, layers, table, _array(t("output_norm.weight")), capacity, int8=int8, paired=paired)
         model.reset()
         return model
