@@ -4,7 +4,7 @@ eager torch on the dequantized weights, on the same threads, in one run.
     .venv/bin/python bench/llm.py [--threads N] [--prompt-tokens 128] [--new-tokens 64] [--skip-llama-cpp]
     .venv/bin/python bench/llm.py --riscv64-counts [--int8]   # guest instructions per decoded token, QEMU
     .venv/bin/python bench/llm.py --riscv64-per-token [--ime]  # both modes against llama.cpp's RVV build
-                                                               # (and its IME1 build)
+                                                               # (and its IME1 build, and Spine on IME)
 
 Host rows: prefill tokens/s (one pass over a prompt of `--prompt-tokens`) and decode tokens/s (`--new-tokens`
 single-token passes after it), best of `--rounds`, for Spine's fp32 activations and its int8 mode (llama.cpp's
@@ -25,7 +25,9 @@ out, and what is left is decoded tokens at positions P + N. Spine's figures are 
 With `--ime` also llama.cpp's build with SpacemiT's IME1 kernels (bench/llama_cpp.py riscv64-ime), whose
 vmadots trap into an emulation under QEMU: the plugin leaves the emulation's functions and the signal
 return out, so each vmadot counts as the one instruction it is on K1 (`bench/llama_cpp.py riscv64-ime
---emulation-count-check` shows it on a loop of vmadots). The two counters count the same thing, retired
+--emulation-count-check` shows it on a loop of vmadots), and Spine's int8 mode compiled for spacemit-x60,
+whose products run on vmadot too (examples/smollm2/paired_kernels.py; spine.count leaves the kernel
+server's emulation out of QEMU's log, and counts only the kernels' own text). The two counters count the same thing, retired
 guest instructions (`bench/qemu_plugin.py` runs one program under both); Spine's kernels cannot run on the
 plugin's QEMU 7.2, which aborts translating them (an assertion in its RISC-V decoder, fixed in later
 versions)."""
@@ -135,8 +137,16 @@ class _Recording:
         return launch
 
 
-def riscv64_counts(gguf, int8: bool = False) -> dict:
-    """Guest instructions inside Spine's kernels for one decode step (see the module's docstring)."""
+def riscv64_counts(gguf, int8: bool = False, cpu: str | None = None) -> dict:
+    """Guest instructions inside Spine's kernels for one decode step (see the module's docstring), the
+    kernels compiled for `cpu` (default SPINE_RISCV_CPU's)."""
+    if cpu is not None:
+        saved = os.environ.get("SPINE_RISCV_CPU")
+        os.environ["SPINE_RISCV_CPU"] = cpu
+        try:
+            return riscv64_counts(gguf, int8)
+        finally:
+            os.environ.pop("SPINE_RISCV_CPU") if saved is None else os.environ.update(SPINE_RISCV_CPU=saved)
     import torch
     import triton
     from icount import count_instructions
@@ -212,7 +222,8 @@ def main(argv=None):
     parser.add_argument("--riscv64-counts", action="store_true")
     parser.add_argument("--int8", action="store_true", help="--riscv64-counts of the int8 mode")
     parser.add_argument("--riscv64-per-token", action="store_true")
-    parser.add_argument("--ime", action="store_true", help="--riscv64-per-token: also llama.cpp's IME1 build")
+    parser.add_argument("--ime", action="store_true", help="--riscv64-per-token: also llama.cpp's IME1 build and "
+                        "Spine's int8 mode on K1's matrix unit")
     args = parser.parse_args(argv)
     os.environ["SPINE_NUM_THREADS"] = str(args.threads)
     from smollm2.gguf_file import read_gguf
@@ -228,13 +239,18 @@ def main(argv=None):
         if args.ime:
             rows["llama.cpp (IME1: vmadot)"] = llama_cpp_riscv64_per_token(gguf.path, args.prompt_tokens,
                                                                           "riscv64-ime")
-        for int8, name in ((True, "Spine, int8 activations"), (False, "Spine, fp32 activations")):
-            rows[name] = riscv64_counts(gguf, int8)["per_token"]
+        spine_rows = [(True, None, "Spine, int8 activations"), (False, None, "Spine, fp32 activations")]
+        if args.ime:
+            spine_rows.append((True, "spacemit-x60", "Spine, int8 activations, K1's matrix unit (spacemit-x60)"))
+        for int8, cpu, name in spine_rows:
+            rows[name] = riscv64_counts(gguf, int8, cpu)["per_token"]
             print(f"{name}: {rows[name]} instructions per token", file=sys.stderr, flush=True)
-        print(f"| SmolLM2-135M Q4_1, riscv64 (VLEN 256) | guest instructions per decoded token | / llama.cpp |")
-        print("|---|---|---|")
+        ime = rows.get("llama.cpp (IME1: vmadot)")
+        print("| SmolLM2-135M Q4_1, riscv64 (VLEN 256) | guest instructions per decoded token | / llama.cpp (RVV) |"
+              + (" / llama.cpp (IME1) |" if ime else ""))
+        print("|---|---|---|" + ("---|" if ime else ""))
         for name, count in rows.items():
-            print(f"| {name} | {count / 1e6:.1f} M | {count / ref:.2f} |")
+            print(f"| {name} | {count / 1e6:.1f} M | {count / ref:.2f} |" + (f" {count / ime:.2f} |" if ime else ""))
         return
     rows = {"Spine": spine_host(gguf, prompt, args.new_tokens, args.rounds),
             "Spine, int8 activations": spine_host(gguf, prompt, args.new_tokens, args.rounds, int8=True),
