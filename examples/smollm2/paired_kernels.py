@@ -116,25 +116,29 @@ def _paired_products(xq_ptr, xd_ptr, xs_ptr, q_ptr, d_ptr, m_ptr, rm, rn, M, N, 
     acc_lo = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     acc_hi = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     for b in range(0, blocks):
-        if BLOCK_M == 1:   # one token: a plain row, read in place
+        q = tl.load(q_ptr + (b * half + rn[:, None]) * 32 + k[None, :])
+        at = b * N + rn
+        d_lo = tl.load(d_ptr + at).to(tl.float32)
+        d_hi = tl.load(d_ptr + at + half).to(tl.float32)
+        m_lo = tl.load(m_ptr + at).to(tl.float32)
+        m_hi = tl.load(m_ptr + at + half).to(tl.float32)
+        if BLOCK_M == 1:   # one token: a plain row, read in place, and its two scales as scalars
             x = tl.load(xq_ptr + b * 32 + k)[None, :]
-            xd = tl.load(xd_ptr + b + tl.arange(0, 1))
-            xs = tl.load(xs_ptr + b + tl.arange(0, 1))
+            xd = tl.load(xd_ptr + b)
+            xs = tl.load(xs_ptr + b)
+            lo = tl.dot(x, tl.trans((q & 15).to(tl.int8))).to(tl.float32)
+            hi = tl.dot(x, tl.trans((q >> 4).to(tl.int8))).to(tl.float32)
+            acc_lo += lo * (d_lo * xd)[None, :] + (m_lo * xs)[None, :]
+            acc_hi += hi * (d_hi * xd)[None, :] + (m_hi * xs)[None, :]
         else:
             inside = rm < M
             x = tl.load(xq_ptr + rm[:, None] * K + b * 32 + k[None, :], mask=inside[:, None], other=0)
             xd = tl.load(xd_ptr + rm * blocks + b, mask=inside, other=0.0)
             xs = tl.load(xs_ptr + rm * blocks + b, mask=inside, other=0.0)
-        q = tl.load(q_ptr + (b * half + rn[:, None]) * 32 + k[None, :])
-        at = b * N + rn
-        lo = tl.dot(x, tl.trans((q & 15).to(tl.int8))).to(tl.float32)
-        hi = tl.dot(x, tl.trans((q >> 4).to(tl.int8))).to(tl.float32)
-        d_lo = tl.load(d_ptr + at).to(tl.float32)
-        d_hi = tl.load(d_ptr + at + half).to(tl.float32)
-        m_lo = tl.load(m_ptr + at).to(tl.float32)
-        m_hi = tl.load(m_ptr + at + half).to(tl.float32)
-        acc_lo += lo * (xd[:, None] * d_lo[None, :]) + xs[:, None] * m_lo[None, :]
-        acc_hi += hi * (xd[:, None] * d_hi[None, :]) + xs[:, None] * m_hi[None, :]
+            lo = tl.dot(x, tl.trans((q & 15).to(tl.int8))).to(tl.float32)
+            hi = tl.dot(x, tl.trans((q >> 4).to(tl.int8))).to(tl.float32)
+            acc_lo += lo * (xd[:, None] * d_lo[None, :]) + xs[:, None] * m_lo[None, :]
+            acc_hi += hi * (xd[:, None] * d_hi[None, :]) + xs[:, None] * m_hi[None, :]
     return acc_lo, acc_hi
 
 
@@ -178,8 +182,7 @@ def q8_0_q8_head_kernel(xq_ptr, xd_ptr, w_ptr, d_ptr, y_ptr, N, K, BLOCK_N: tl.c
         x = tl.load(xq_ptr + b * 32 + k)[None, :]
         w = tl.load(w_ptr + rn[:, None] * K + b * 32 + k[None, :])
         d = tl.load(d_ptr + b * N + rn).to(tl.float32)
-        xd = tl.load(xd_ptr + b + tl.arange(0, 1))
-        acc += tl.dot(x, tl.trans(w)).to(tl.float32) * (xd[:, None] * d[None, :])
+        acc += tl.dot(x, tl.trans(w)).to(tl.float32) * (d * tl.load(xd_ptr + b))[None, :]
     tl.store(y_ptr + rn[None, :], acc)
 
 
