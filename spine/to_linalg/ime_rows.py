@@ -50,7 +50,6 @@ ROWS = 4          # rows of an A tile and of the sums' tile (K1, VLEN 256)
 STEP = 8          # k of a tile
 COLUMNS = 4       # columns of B a tile holds
 MAX_TILES = 8     # k tiles a segment load can fill (its 8 fields)
-NIBBLES = ("", "low", "high")
 
 
 @dataclass(frozen=True)
@@ -214,8 +213,7 @@ def _products(spec: RowProduct, a_tiles, a_step: int, bt_base, bt_stride, c_base
     i64 = ir.IntegerType.get_signless(64)
     for first in range(0, spec.tiles, MAX_TILES):
         tiles = min(MAX_TILES, spec.tiles - first)
-        args = [add(a_tiles, first * a_step), add(bt_base, first * STEP), bt_stride, c_base, im.const(spec.n),
-                im.const(spec.n * 4)]
+        args = [add(a_tiles, first * a_step), add(bt_base, first * STEP), bt_stride, c_base, im.const(spec.n * 4)]
         operands = [arith.IndexCastOp(i64, im.as_value(x)).result for x in args]
         text = assembly(spec.m, spec.n, tiles, a_step, spec.nibble, spec.accumulate or first > 0)
         clobbers = ([f"~{{t{i}}}" for i in range(7)] + [f"~{{v{i}}}" for i in range(8, 32)]
@@ -227,7 +225,7 @@ def assembly(m: int, n: int, tiles: int, a_step: int, nibble: str, accumulate: b
     """The column loop for `tiles` k tiles (at most 8) over n columns: pairs of whole column tiles an
     iteration where two tiles' B fit the registers (at most 4 k tiles), then single whole tiles, then the
     last tile of fewer than 4 columns. Operands: $0 A's first tile, $1 B^T's first row at this k, $2 B^T's
-    row stride, $3 C, $5 C's row stride (bytes)."""
+    row stride, $3 C, $4 C's row stride (bytes)."""
     lines = ["vsetivli zero, 8, e8, m1" if m == 1 else "vsetvli t0, zero, e8, m1", "vle8.v v8, ($0)"]
     for t in range(1, tiles):
         lines += [f"addi t0, $0, {t * a_step}", f"vle8.v v{8 + t}, (t0)"]
@@ -294,7 +292,7 @@ def _c_rows(m: int, slot: tuple, offset: int, load: bool) -> list[str]:
     lines += [f"addi t5, t4, {offset}", f"{op} {first}, (t5)"] if offset else [f"{op} {first}, (t4)"]
     for row, register in ((1, odd), (2, second), (3, odd2)):
         if row < m:
-            lines += [f"add t5, {'t4' if row == 1 and not offset else 't5'}, $5", f"{op} {register}, (t5)"]
+            lines += [f"add t5, {'t4' if row == 1 and not offset else 't5'}, $4", f"{op} {register}, (t5)"]
     if load and m >= 2:
         lines += ["vsetivli zero, 8, e32, m1", f"vslideup.vi {first}, {odd}, 4"]
         lines += [f"vslideup.vi {second}, {odd2}, 4"] if m >= 4 else []
