@@ -85,7 +85,9 @@ def product(conv, op, a: ir.Value, bb: ir.Value, acc: ir.Value, packed: bool = T
     """acc + a @ bb for the TTIR op `op` (tt.dot, or tt.dot_scaled once its operands are decoded), through
     the matrix unit's few-rows product or the packed matmul where it pays and `packed` allows it."""
     if packed and op.name == "tt.dot":
-        rows = smt_dot.row_product(conv, op, a, bb, acc, _zero_accumulator(op))
+        # A's rows past a masked load's window may be read in place, holding what follows in memory
+        unread_from = conv.zero_padded_rows.get(op.operands[0]) if op.operands[0] in conv.rows_read_in_place else None
+        rows = smt_dot.row_product(conv, op, a, bb, acc, _zero_accumulator(op), unread_from)
         if rows is not None:
             return rows
     kernel = _packed_kernel(conv, a, bb, acc) if packed else None

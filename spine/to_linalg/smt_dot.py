@@ -188,12 +188,15 @@ def takes_rows(conv, a: ir.Value, b: ir.Value, acc: ir.Value) -> bool:
                           str(element_type(b.type)), str(element_type(acc.type)))
 
 
-def row_product(conv, op, a: ir.Value, b: ir.Value, acc: ir.Value, zero_acc: bool):
+def row_product(conv, op, a: ir.Value, b: ir.Value, acc: ir.Value, zero_acc: bool, unread_from=None):
     """a @ b (+ acc) for tt.dot `op` as the few rows' product of the target's matrix unit (ime_rows.py), when it
     takes the operands; else None. B is read as B^T: the tensor tl.trans was applied to (or the bytes its
-    nibbles come from), else a transposed copy. `zero_acc`: the dot adds nothing (tl.dot(a, b))."""
+    nibbles come from), else a transposed copy. `zero_acc`: the dot adds nothing (tl.dot(a, b)).
+    `unread_from`: A's rows from there on were read in place past a masked load's window and are not the
+    zeros the load gives them; they are zeroed first (every row of C is computed here)."""
     if not takes_rows(conv, a, b, acc):
         return None
+
     a_shape, b_shape = shape_of(a.type), shape_of(b.type)
     conv.matrix_units.add(conv.microkernel.int8)   # where the kernel may run depends on it (spacemit_cores.py)
     (m, k), n = a_shape, b_shape[1]
@@ -211,7 +214,13 @@ def row_product(conv, op, a: ir.Value, b: ir.Value, acc: ir.Value, zero_acc: boo
         if not zero_acc:
             memref.CopyOp(_typed_buffer(conv, acc, c_type), out)
     spec = ime_rows.RowProduct(m, k, n, nibble, accumulate=not zero_acc)
-    _call(conv, spec, [_typed_buffer(conv, a, ime_rows.operand_type(m, k)),
+    a_type = ime_rows.operand_type(m, k)
+    if unread_from is None:
+        a_buffer = _typed_buffer(conv, a, a_type)
+    else:   # a plain buffer (of the tile or its zero-padded copy), seen through the argument's layout
+        a_plain = _typed_buffer(conv, _zero_rows_from(a, unread_from), mk.Operand((m, k), "i8").memref_type(True))
+        a_buffer = memref.CastOp(a_type, a_plain).result
+    _call(conv, spec, [a_buffer,
                        _typed_buffer(conv, bt, ime_rows.operand_type(n, k)), out], ime_rows.define)
     return bufferization.ToTensorOp(result_type, out, restrict=True, writable=True).result
 

@@ -192,3 +192,30 @@ def test_random_row_products(x60, m, bn, bk, steps, form, programs, added, skew,
     c = torch.randint(-2**20, 2**20, (m, n), dtype=torch.int32) if added else None
     expected = (c if added else 0) + a.int() @ dense.int().t()
     torch.testing.assert_close(_rows(a, w, bn, bk, form, c=c), expected, rtol=0, atol=0)
+
+
+@triton.jit
+def row_sums_kernel(a_ptr, w_ptr, out_ptr, M, K, s_am, s_wn, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """The column sums of a @ W^T over a block of BM rows whose rows past M are masked: they are zeros, and
+    the sum reads every row of the product."""
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.int32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * s_am + (k + rk)[None, :], mask=rm[:, None] < M, other=0)
+        w = tl.load(w_ptr + rn[:, None] * s_wn + (k + rk)[None, :])
+        acc += tl.dot(a, tl.trans(w))
+    tl.store(out_ptr + rn, tl.sum(acc, axis=0))
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_rows_past_the_mask_are_zero(x60, m):
+    """A's tile may be read in place past M, where memory holds the matrix's next rows (here: more of a):
+    the product's rows there are still zero, as the masked load says."""
+    torch.manual_seed(m)
+    whole = _int8(4, 64)
+    a, w = whole[:m], _int8(8, 64)
+    out = torch.empty(8, dtype=torch.int32)
+    row_sums_kernel[(1,)](a, w, out, m, 64, a.stride(0), w.stride(0), BM=4, BN=8, BK=32)
+    torch.testing.assert_close(out, (a.int() @ w.int().t()).sum(0, dtype=torch.int32), rtol=0, atol=0)
