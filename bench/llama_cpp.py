@@ -548,9 +548,12 @@ int main(int argc, char **argv) {
 
 def emulation_count_check(loops=(1000, 3000)) -> list:
     """A loop of vmadots, built with the emulation as the riscv64-ime build links it, counted by QEMU 7.2's
-    plugin with the emulation's code left out and with it counted: [(vmadots, without, with)]. Between two
-    loop lengths the first count must grow by 3 instructions a vmadot, the second by the emulation's cost
-    as well."""
+    plugin with the emulation's code left out and with it counted: [(vmadots, without, with, vmadot words,
+    words)], the last two from the words the plugin records without the emulation (the instructions spine.count's
+    cost table calls vmadots, and all of them). Between two loop lengths the first count must grow by 3
+    instructions a vmadot, the second by the emulation's cost as well; the words must add up to the first
+    count and hold each vmadot once."""
+    from spine.count.cycles import classes_of_words
     import tempfile
     import qemu_plugin
     spine = os.path.join(build_libraries("riscv64-ime"), "spine")
@@ -568,10 +571,12 @@ def emulation_count_check(loops=(1000, 3000)) -> list:
             counts = []
             for ranges in (skip, ()):
                 prefix = os.path.join(tmp, f"count-{n}-{len(ranges)}")
-                argv, env = qemu_plugin.counting_command([program, str(n)], prefix, skip=ranges)
+                argv, env = qemu_plugin.counting_command([program, str(n)], prefix, skip=ranges, words=bool(ranges))
                 subprocess.run(argv, env=env, check=True, capture_output=True)
                 counts.append(qemu_plugin.instructions(prefix))
-            rows.append((n, *counts))
+                if ranges:
+                    words = qemu_plugin.word_counts(prefix)
+            rows.append((n, *counts, classes_of_words(words)["vmadot"], sum(words.values())))
     return rows
 
 
@@ -719,8 +724,9 @@ def main(argv=None):
     if args.emulation_count_check:
         if args.target != "riscv64-ime":
             parser.error("--emulation-count-check is for riscv64-ime")
-        for n, without, counted in emulation_count_check():
-            print(f"{n} vmadots: {without} instructions without the emulation, {counted} with it")
+        for n, without, counted, vmadots, words in emulation_count_check():
+            print(f"{n} vmadots: {without} instructions without the emulation ({words} in the recorded words, "
+                  f"{vmadots} of them vmadots), {counted} with it")
         return
     if args.matmul_check:
         if args.target != "riscv64-ime":

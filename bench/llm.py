@@ -39,10 +39,13 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+
+from spine.count.cycles import classes_of_words, cycles_of  # noqa: E402
 
 PROMPT_TEXT = ("The RISC-V vector extension lets one binary run on machines of any vector length. Compilers "
                "that target it must choose how to strip-mine loops, when to widen, and how to keep the vector "
@@ -149,7 +152,7 @@ def riscv64_counts(gguf, int8: bool = False, cpu: str | None = None) -> dict:
             os.environ.pop("SPINE_RISCV_CPU") if saved is None else os.environ.update(SPINE_RISCV_CPU=saved)
     import torch
     import triton
-    from icount import count_instructions
+    from icount import count_launch
     from smollm2 import int8_kernels, kernels, paired_kernels
     from smollm2.model import SmolLM2
     from spine.driver import CPUDriver
@@ -165,7 +168,7 @@ def riscv64_counts(gguf, int8: bool = False, cpu: str | None = None) -> dict:
              "layer": lambda: model.run_layer(0, torch.randn(1, cfg.width)),  # at position 16
              "head + argmax": lambda: kernels.argmax(model.products.linear(
                  torch.randn(1, cfg.width), model.embed, norm=model.output_norm, eps=cfg.rms_eps))}
-    counts = {}
+    counts, classes = {}, {}
     for part, run in parts.items():
         launches = []
         try:
@@ -175,41 +178,52 @@ def riscv64_counts(gguf, int8: bool = False, cpu: str | None = None) -> dict:
         finally:
             for (module, name), kernel in jitted.items():
                 setattr(module, name, kernel)
-        counts[part] = [(kernel.__name__, count_instructions(lambda: kernel[grid](*args, **kwargs)))
-                        for kernel, grid, args, kwargs in launches]
+        counted = [(kernel.__name__, count_launch(lambda: kernel[grid](*args, **kwargs)))
+                   for kernel, grid, args, kwargs in launches]
+        counts[part] = [(name, c.total) for name, c in counted]
+        classes[part] = sum((Counter(c.x60.classes) for _, c in counted), Counter())
     total = {part: sum(n for _, n in launches) for part, launches in counts.items()}
     layers = gguf.config.n_layers
     per_token = total["embedding"] + layers * total["layer"] + total["head + argmax"]
-    return {"per_token": per_token, "parts": total, "kernels": counts, "layers": layers}
+    token_classes = classes["embedding"] + classes["head + argmax"]
+    for cls, n in classes["layer"].items():
+        token_classes[cls] += layers * n
+    return {"per_token": per_token, "parts": total, "kernels": counts, "layers": layers,
+            "x60_cycles_per_token": cycles_of(token_classes)[0], "classes_per_token": dict(token_classes)}
 
 
 # decoded tokens of the two runs llama.cpp's per-token figure is the difference of
 PER_TOKEN_RUNS = (2, 10)
 
 
-def llama_cpp_riscv64_per_token(path: str, prompt_tokens: int, target: str = "riscv64") -> float:
-    """Guest instructions per decoded token of llama.cpp's RVV build (`target` riscv64) or of its build with
-    SpacemiT's IME1 kernels (riscv64-ime: every vmadot counted once, the emulation that carries it out under
-    QEMU not at all), llama-bench on one thread (see the module's docstring)."""
+def llama_cpp_riscv64_per_token(path: str, prompt_tokens: int, target: str = "riscv64") -> tuple[float, float]:
+    """Guest instructions and estimated X60 cycles per decoded token of llama.cpp's RVV build (`target`
+    riscv64) or of its build with SpacemiT's IME1 kernels (riscv64-ime: every vmadot counted once, the
+    emulation that carries it out under QEMU not at all), llama-bench on one thread (see the module's
+    docstring). The cycles: spine.count's estimate (spine/count/cycles.py) of the per-token difference of the
+    two runs' instructions by class, from the words the plugin records."""
     import tempfile
     import qemu_plugin
     from llama_cpp import IME_ENV, build, emulation_ranges
     bench = os.path.join(build(target), "llama-bench")
     skip = emulation_ranges(bench) if target == "riscv64-ime" else ()
-    counts = []
+    counts, classes = [], []
     with tempfile.TemporaryDirectory(prefix="spine-llama-cpp-count-") as workdir:
         for decode in PER_TOKEN_RUNS:
             prefix = os.path.join(workdir, f"decode-{decode}")
             argv, env = qemu_plugin.counting_command(
                 [bench, "-m", path, "-t", "1", "-r", "1", "-p", "0", "-n", "0", "-pg", f"{prompt_tokens},{decode}"],
-                prefix, skip=skip)
+                prefix, skip=skip, words=True)
             if target == "riscv64-ime":
                 env = dict(env, **IME_ENV)
             subprocess.run(argv, env=env, check=True, capture_output=True)
             counts.append(qemu_plugin.instructions(prefix))
+            classes.append(classes_of_words(qemu_plugin.word_counts(prefix)))
             print(f"llama.cpp ({target}), {prompt_tokens}-token prompt and {decode} decoded: "
-                  f"{counts[-1]} instructions", file=sys.stderr, flush=True)
-    return (counts[1] - counts[0]) / (PER_TOKEN_RUNS[1] - PER_TOKEN_RUNS[0])
+                  f"{counts[-1]} instructions, classes {dict(classes[-1])}", file=sys.stderr, flush=True)
+    tokens = PER_TOKEN_RUNS[1] - PER_TOKEN_RUNS[0]
+    token_classes = {cls: (classes[1][cls] - classes[0][cls]) / tokens for cls in classes[1]}
+    return (counts[1] - counts[0]) / tokens, cycles_of(token_classes)[0]
 
 
 def main(argv=None):
@@ -234,8 +248,7 @@ def main(argv=None):
         return
     prompt = prompt_ids(build_tokenizer(gguf.fields), args.prompt_tokens)
     if args.riscv64_per_token:
-        ref = llama_cpp_riscv64_per_token(gguf.path, args.prompt_tokens)
-        rows = {"llama.cpp (RVV)": ref}
+        rows = {"llama.cpp (RVV)": llama_cpp_riscv64_per_token(gguf.path, args.prompt_tokens)}
         if args.ime:
             rows["llama.cpp (IME1: vmadot)"] = llama_cpp_riscv64_per_token(gguf.path, args.prompt_tokens,
                                                                           "riscv64-ime")
@@ -243,14 +256,17 @@ def main(argv=None):
         if args.ime:
             spine_rows.append((True, "spacemit-x60", "Spine, int8 activations, K1's matrix unit (spacemit-x60)"))
         for int8, cpu, name in spine_rows:
-            rows[name] = riscv64_counts(gguf, int8, cpu)["per_token"]
-            print(f"{name}: {rows[name]} instructions per token", file=sys.stderr, flush=True)
-        ime = rows.get("llama.cpp (IME1: vmadot)")
-        print("| SmolLM2-135M Q4_1, riscv64 (VLEN 256) | guest instructions per decoded token | / llama.cpp (RVV) |"
-              + (" / llama.cpp (IME1) |" if ime else ""))
-        print("|---|---|---|" + ("---|" if ime else ""))
-        for name, count in rows.items():
-            print(f"| {name} | {count / 1e6:.1f} M | {count / ref:.2f} |" + (f" {count / ime:.2f} |" if ime else ""))
+            counted = riscv64_counts(gguf, int8, cpu)
+            rows[name] = counted["per_token"], counted["x60_cycles_per_token"]
+            print(f"{name}: {rows[name]} instructions and X60 cycles per token", file=sys.stderr, flush=True)
+        print("| SmolLM2-135M Q4_1, riscv64 (VLEN 256) | guest instructions per decoded token | / llama.cpp "
+              "(RVV) | estimated X60 cycles per token | / llama.cpp (RVV) |"
+              + (" instructions / llama.cpp (IME1) | cycles / llama.cpp (IME1) |" if args.ime else ""))
+        print("|---|---|---|---|---|" + ("---|---|" if args.ime else ""))
+        ref, ime = rows["llama.cpp (RVV)"], rows.get("llama.cpp (IME1: vmadot)")
+        for name, (count, cycles) in rows.items():
+            print(f"| {name} | {count / 1e6:.1f} M | {count / ref[0]:.2f} | {cycles / 1e6:.1f} M | {cycles / ref[1]:.2f} |"
+                  + (f" {count / ime[0]:.2f} | {cycles / ime[1]:.2f} |" if ime else ""))
         return
     rows = {"Spine": spine_host(gguf, prompt, args.new_tokens, args.rounds),
             "Spine, int8 activations": spine_host(gguf, prompt, args.new_tokens, args.rounds, int8=True),

@@ -2,6 +2,10 @@
  * PREFIX.<QEMU's process id> when the process exits: `qemu-riscv64 -plugin ./qemu_insn_count.so,out=PREFIX
  * prog ...` (a file per process: a caller that starts several, as Spine's executor may, adds them up).
  *
+ * With `words=1` it also writes PREFIX.<pid>.words: a line per translation block that ran, "COUNT WORD ...", the
+ * times it ran and its instructions' words (the low 16 bits of a compressed one), all hexadecimal, from which
+ * the caller estimates cycles with spine.count's cost table (spine/count/cycles.py).
+ *
  * With `skip=FILE` (lines of "START END", hexadecimal guest addresses) a translation block that starts in one
  * of the ranges is not counted, nor is the two-instruction trampoline (`li a7, 139; ecall`) through which a
  * signal handler returns: a program whose matrix instructions trap into an emulating handler
@@ -55,6 +59,38 @@ static uint32_t word(const struct qemu_plugin_tb *tb, size_t idx) {
     return w;
 }
 
+/* The instruction's word, or a compressed one's 16 bits. */
+static uint32_t any_word(const struct qemu_plugin_tb *tb, size_t idx) {
+    const struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, idx);
+    uint32_t w = 0;
+    size_t size = qemu_plugin_insn_size(insn);
+    memcpy(&w, qemu_plugin_insn_data(insn), size < 4 ? size : 4);
+    return w;
+}
+
+/* words=1: every counted translation block, how often it ran and its instructions (one list: the counting
+ * runs one guest thread) */
+struct block {
+    struct block *next;
+    uint64_t count;
+    size_t n;
+    uint32_t words[];
+};
+static struct block *blocks;
+static int record_words;
+
+static void record(struct qemu_plugin_tb *tb) {
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    struct block *b = malloc(sizeof *b + n * sizeof(uint32_t));
+    if (!b) return;
+    b->next = blocks;
+    b->count = 0;
+    b->n = n;
+    for (size_t i = 0; i < n; i++) b->words[i] = any_word(tb, i);
+    blocks = b;
+    qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &b->count, 1);
+}
+
 /* The trampoline a signal handler returns through (musl's __restore_rt, or the one QEMU writes where the C
  * library gives none): li a7, 139 (rt_sigreturn); ecall. */
 static int is_sigreturn(const struct qemu_plugin_tb *tb) {
@@ -73,6 +109,7 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     if (is_skipped(tb)) return;
     qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &executed,
                                              qemu_plugin_tb_n_insns(tb));
+    if (record_words) record(tb);
 }
 
 static int read_skipped(const char *path) {
@@ -89,10 +126,27 @@ static int read_skipped(const char *path) {
     return complete ? 0 : -1;
 }
 
-/* Written whole to a temporary name, then renamed: a reader never sees a partial count. */
+static void write_words(void) {
+    char path[4300], tmp[4400];
+    snprintf(path, sizeof path, "%s.words", out_path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    for (const struct block *b = blocks; b; b = b->next) {
+        if (!b->count) continue;
+        fprintf(f, "%llx", (unsigned long long)b->count);
+        for (size_t i = 0; i < b->n; i++) fprintf(f, " %x", b->words[i]);
+        fputc('\n', f);
+    }
+    if (fclose(f) == 0) rename(tmp, path);
+}
+
+/* Written whole to a temporary name, then renamed: a reader never sees a partial count. The words first:
+ * a caller that sees the count sees them too. */
 static void at_exit(qemu_plugin_id_t id, void *userdata) {
     (void)id;
     (void)userdata;
+    if (record_words) write_words();
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
     FILE *f = fopen(tmp, "w");
@@ -107,6 +161,7 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
     for (int i = 0; i < argc; i++) {
         if (strncmp(argv[i], "out=", 4) == 0)
             snprintf(out_path, sizeof out_path, "%.4096s.%ld", argv[i] + 4, (long)getpid());
+        if (strcmp(argv[i], "words=1") == 0) record_words = 1;
         if (strncmp(argv[i], "skip=", 5) == 0 && read_skipped(argv[i] + 5) != 0) {
             fprintf(stderr, "qemu_insn_count: cannot read the ranges in %s (at most %d)\n", argv[i] + 5,
                     MAX_SKIPPED);

@@ -16,6 +16,7 @@ import glob
 import os
 import subprocess
 import sys
+from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -63,12 +64,14 @@ def plugin() -> str:
     return path
 
 
-def counting_command(argv: list, out_prefix: str, cpu: str = CPU, skip: list = ()) -> tuple[list, dict]:
+def counting_command(argv: list, out_prefix: str, cpu: str = CPU, skip: list = (),
+                     words: bool = False) -> tuple[list, dict]:
     """(argv, environment) that run the guest program `argv` under QEMU 7.2 with the counter, which writes
     out_prefix.<pid> as each QEMU process exits; `skip`: (start, end) guest address ranges whose code is not
-    counted, nor a signal handler's return (written to out_prefix.skip for the plugin)."""
+    counted, nor a signal handler's return (written to out_prefix.skip for the plugin); `words`: also the
+    instructions' words and how often each ran (word_counts)."""
     binary, env = qemu()
-    options = f"{plugin()},out={out_prefix}"
+    options = f"{plugin()},out={out_prefix}" + (",words=1" if words else "")
     if skip:
         with open(out_prefix + ".skip", "w") as f:
             f.writelines(f"{start:x} {end:x}\n" for start, end in skip)
@@ -96,6 +99,18 @@ def instructions(out_prefix: str) -> int:
             with open(path) as f:
                 total += int(f.read())
     return total
+
+
+def word_counts(out_prefix: str) -> Counter:
+    """Instruction word -> times executed, over every process counted under out_prefix with `words`."""
+    counts = Counter()
+    for path in glob.glob(glob.escape(out_prefix) + ".*.words"):
+        with open(path) as f:
+            for line in f:
+                times, *words = (int(x, 16) for x in line.split())
+                for word in words:
+                    counts[word] += times
+    return counts
 
 
 CHECK_PROGRAM = r"""

@@ -182,14 +182,12 @@ class CycleEstimate:
 def estimate(counts: dict, code_at, lo: int, hi: int, vlen: int) -> CycleEstimate:
     """The estimate for a launch that executed `counts` (address -> times) of the kernel's code [lo, hi);
     code_at(pc) gives the 32-bit word at pc (its low half for a compressed instruction)."""
-    classes, busy, macs = Counter(), Counter(), 0
+    classes, macs = Counter(), 0
     lanes = vlen // 32              # before any vsetvli: e32, LMUL 1
     for pc in sorted(a for a in counts if lo <= a < hi):  # executed addresses: instruction starts, in order
         n, word = counts[pc], code_at(pc)
         cls = classify(word)
         classes[cls] += n
-        resource, cycles = COSTS[cls]
-        busy[resource] += n * cycles
         if cls == "vset":
             lanes = vsetvli_lanes(word, vlen) or lanes
         elif cls in ("vfma", "vfwma", "vmacc", "vwmacc"):
@@ -198,7 +196,25 @@ def estimate(counts: dict, code_at, lo: int, hi: int, vlen: int) -> CycleEstimat
             macs += n
         elif cls in ("vmadot", "vfwmadot"):
             macs += n * matrix_macs(cls, vlen)
-    per_unit = {r: c / UNITS[r] for r, c in busy.items()}
-    total = sum(classes.values())
-    cycles = max([total / ISSUE_WIDTH] + list(per_unit.values()))
+    cycles, per_unit = cycles_of(classes)
     return CycleEstimate(cycles, per_unit, dict(classes), macs)
+
+
+def cycles_of(classes: dict) -> tuple[float, dict]:
+    """The estimate for instructions executed in these classes (class -> times), and each resource's busy
+    cycles per unit."""
+    busy = Counter()
+    for cls, n in classes.items():
+        resource, cycles = COSTS[cls]
+        busy[resource] += n * cycles
+    per_unit = {r: c / UNITS[r] for r, c in busy.items()}
+    return max([sum(classes.values()) / ISSUE_WIDTH] + list(per_unit.values())), per_unit
+
+
+def classes_of_words(word_counts: dict) -> Counter:
+    """Instruction words -> times executed (a program counted whole, whose code order is not known) as
+    classes -> times: enough for cycles_of, not for multiply-accumulates (they need the vsetvli before each)."""
+    classes = Counter()
+    for word, n in word_counts.items():
+        classes[classify(word)] += n
+    return classes

@@ -62,13 +62,18 @@ def test_an_instruction_count_leaves_the_emulation_out(ggml):
     """QEMU 7.2's counting plugin with the emulation's functions (and the signal return) left out counts a
     trapped vmadot as the one instruction it is on K1: a loop of vmadots grows by its 3 instructions a
     vmadot. Counted with them, each emulated vmadot costs hundreds (what the per-token count of llama.cpp's
-    IME1 build, bench/llm.py --riscv64-per-token --ime, must not include)."""
+    IME1 build, bench/llm.py --riscv64-per-token --ime, must not include). The instruction words the plugin
+    records (for the per-token cycle estimate) are the same instructions, each vmadot classed as one."""
     import subprocess
     import qemu_plugin
     try:
         qemu_plugin.qemu()
     except (subprocess.CalledProcessError, OSError) as err:   # no package index to fetch QEMU 7.2 from
         pytest.skip(f"QEMU 7.2 for the plugin: {err}")
-    (short, short_without, short_with), (long, long_without, long_with) = llama_cpp.emulation_count_check()
+    (short, short_without, short_with, short_vmadots, short_words), (long, long_without, long_with, long_vmadots,
+                                                                     long_words) = llama_cpp.emulation_count_check()
     assert long_without - short_without == 3 * (long - short)
     assert long_with - short_with > 100 * (long - short)
+    # the words the plugin records for spine.count's cycle estimate: the same instructions, each vmadot once
+    assert (short_words, long_words) == (short_without, long_without)
+    assert long_vmadots - short_vmadots == long - short
