@@ -27,10 +27,13 @@ vmadots trap into an emulation under QEMU: the plugin leaves the emulation's fun
 return out, so each vmadot counts as the one instruction it is on K1 (`bench/llama_cpp.py riscv64-ime
 --emulation-count-check` shows it on a loop of vmadots), and Spine's int8 mode compiled for spacemit-x60,
 whose products run on vmadot too (examples/smollm2/paired_kernels.py; spine.count leaves the kernel
-server's emulation out of QEMU's log, and counts only the kernels' own text). The two counters count the same thing, retired
-guest instructions (`bench/qemu_plugin.py` runs one program under both); Spine's kernels cannot run on the
-plugin's QEMU 7.2, which aborts translating them (an assertion in its RISC-V decoder, fixed in later
-versions)."""
+server's emulation out of QEMU's log, and counts only the kernels' own text). The two counters count the
+same thing, retired guest instructions (`bench/qemu_plugin.py` runs one program under both); Spine's
+kernels cannot run on the plugin's QEMU 7.2, which aborts translating them (an assertion in its RISC-V
+decoder, fixed in later versions). Beside the instructions, both sides get the X60 cycle estimate of
+spine.count's cost table (spine/count/cycles.py): Spine's from its kernels' executed instructions, llama.cpp's
+from the instruction words the plugin records for each translation block it counts (`words=1`), the
+difference of the two runs' classes divided as the instructions are."""
 from __future__ import annotations
 
 import argparse
