@@ -28,6 +28,10 @@ class Layer:
     down: QuantMatrix
 
 
+# the GGUF's projection matrices of a layer (blk.<i>.<name>.weight)
+PROJECTIONS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+
+
 def _array(tensor) -> torch.Tensor:
     # no copy: a view of the mapped file, which stays mapped while the tensor lives
     return torch.from_numpy(tensor.data)
@@ -99,8 +103,7 @@ class SmolLM2:
                       for layer in layers]
         table = paired_kernels.split(_matrix(head)) if paired else _matrix(head)
         if paired:   # the matrices now live in their repacked copies
-            gguf.release([head.name] + [f"blk.{i}.{name}.weight" for i in range(cfg.n_layers) for name in
-                                        ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")])
+            gguf.release([head.name] + [f"blk.{i}.{name}.weight" for i in range(cfg.n_layers) for name in PROJECTIONS])
         model = cls(cfg, layers, table, _array(t("output_norm.weight")), capacity, int8=int8, paired=paired)
         model.reset()
         return model

@@ -12,7 +12,7 @@ import torch
 import triton
 
 from spine.count import count_launch
-from spine.count.cycles import COSTS, UNITS, classify, estimate, vsetvli_lanes
+from spine.count.cycles import COSTS, UNITS, classes_of_words, classify, cycles_of, estimate, vsetvli_lanes
 from spine.driver import CPUDriver
 from spine.zig import zig_binary
 
@@ -88,6 +88,19 @@ def test_the_estimate_is_the_busiest_resource_or_the_issue_width():
     assert result.busy["IEU"] == (10 * 1 + 100 * 20) / UNITS["IEU"] and result.cycles == result.busy["IEU"]
     assert result.bound_by == "IEU" and result.classes == {"vset": 10, "vfma": 40, "div64": 100}
     assert all(resource in UNITS for resource, _ in COSTS.values())
+
+
+def test_words_counted_whole_give_the_same_cycles():
+    """A program counted as instruction words and their counts (QEMU's plugin, whose code order is unknown):
+    the classes and cycles the estimate gives the same instructions by address, a compressed one by its
+    16 bits."""
+    words = _assembled(["vsetvli t0, a0, e32, m1, ta, ma", "vfmacc.vf v8, fa0, v9", "div a0, a1, a2",
+                        "c.addi a0, 1"])
+    code = {0: words[0], 4: words[1], 8: words[2], 12: words[3]}
+    by_address = estimate({0: 10, 4: 40, 8: 100, 12: 7}, code.__getitem__, 0, 14, 256)
+    classes = classes_of_words({words[0]: 10, words[1]: 40, words[2]: 100, words[3]: 7})
+    assert classes == by_address.classes and classes["alu"] == 7
+    assert cycles_of(classes) == (by_address.cycles, by_address.busy)
 
 
 @pytest.mark.parametrize("cpu,instruction", [("spacemit-x60", "vmadot"), ("generic-rv64", "vmacc")])
