@@ -4,16 +4,13 @@ Spine kernel, the weights kept in their blocks. The host runs the whole model; r
 of its layers (the same kernels, fewer launches)."""
 import os
 import platform
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tests.integration.smollm2_required import EXAMPLES, gguf_file_module
+from tests.integration.smollm2_required import gguf_file_module, resident_growth
 
 gguf_file = gguf_file_module()
 
@@ -110,27 +107,14 @@ def test_resident_memory_within_the_file_and_cache(tmp_path):
     """In a fresh process: what loading and running the model adds to the resident set stays within 1.5x the
     GGUF plus the KV cache. Measured from after a one-layer model has compiled the kernels: the compiler's
     own memory is not the model's."""
-    script = textwrap.dedent(f"""
-        import os, sys, torch, triton
-        sys.path.insert(0, {EXAMPLES!r})
-        from spine.driver import CPUDriver
-        triton.runtime.driver.set_active(CPUDriver(target="host"))
-        from smollm2.gguf_file import bundled_gguf
-        from smollm2.model import SmolLM2
-        def rss():
-            return next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmRSS"))
+    grown, cache, file_bytes = resident_growth("host", """
         warm = SmolLM2.load(capacity=16, n_layers=1)
         warm.generate([1, 504, 3575], 2)
         del warm
-        base = rss()
+    """, """
         model = SmolLM2.load(capacity=256)
         model.generate([1, 504, 3575], 2)
-        cache = sum(t.numel() * t.element_size() for t in model.k_cache + model.v_cache)
-        print(rss() - base, cache, os.path.getsize(bundled_gguf()))
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    grown, cache, file_bytes = map(int, out.stdout.split()[-3:])
     assert grown <= 1.5 * file_bytes + cache, (grown, cache, file_bytes)
 
 

@@ -2,15 +2,11 @@
 each block's products one `tl.dot` that runs on smt.vmadot), under QEMU with the kernel server's emulation:
 the repacking exact, each kernel against the torch model of llama.cpp's arithmetic that the int8 kernels
 are tested against, and the model's greedy tokens those of the int8 mode without the matrix unit."""
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 import torch
 
-from tests.integration.smollm2_required import EXAMPLES, gguf_file_module
+from tests.integration.smollm2_required import gguf_file_module, resident_growth
 from tests.integration.test_smollm2_int8 import q4_1_q8_product, q8_0_q8_product, quantized
 
 gguf_file = gguf_file_module()
@@ -135,23 +131,8 @@ def test_repacking_keeps_the_weights_once(tmp_path):
     """In a fresh process: loading the model for K1's unit repacks every matrix, and gives the mapped file's
     pages under them back (GGUFModel.release), so what loading adds stays within the bound the host model
     keeps, 1.5x the GGUF plus the KV cache. (The kernels then run in QEMU's process, not this one.)"""
-    script = textwrap.dedent(f"""
-        import os, sys, triton
-        sys.path.insert(0, {EXAMPLES!r})
-        os.environ["SPINE_RISCV_CPU"] = "spacemit-x60"
-        from spine.driver import CPUDriver
-        triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
-        from smollm2.gguf_file import bundled_gguf
-        from smollm2.model import SmolLM2
-        def rss():
-            return next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmRSS"))
-        base = rss()
+    grown, cache, file_bytes = resident_growth("riscv64", "", """
         model = SmolLM2.load(capacity=256, int8=True)
         assert model.paired
-        cache = sum(t.numel() * t.element_size() for t in model.k_cache + model.v_cache)
-        print(rss() - base, cache, os.path.getsize(bundled_gguf()))
-    """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    grown, cache, file_bytes = map(int, out.stdout.split()[-3:])
+    """, env={"SPINE_RISCV_CPU": "spacemit-x60"})
     assert grown <= 1.5 * file_bytes + cache, (grown, cache, file_bytes)
