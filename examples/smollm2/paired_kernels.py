@@ -126,19 +126,19 @@ def _paired_products(xq_ptr, xd_ptr, xs_ptr, q_ptr, d_ptr, m_ptr, rm, rn, M, N, 
             x = tl.load(xq_ptr + b * 32 + k)[None, :]
             xd = tl.load(xd_ptr + b)
             xs = tl.load(xs_ptr + b)
-            lo = tl.dot(x, tl.trans((q & 15).to(tl.int8))).to(tl.float32)
-            hi = tl.dot(x, tl.trans((q >> 4).to(tl.int8))).to(tl.float32)
-            acc_lo += lo * (d_lo * xd)[None, :] + (m_lo * xs)[None, :]
-            acc_hi += hi * (d_hi * xd)[None, :] + (m_hi * xs)[None, :]
+            scale_lo, scale_hi = (d_lo * xd)[None, :], (d_hi * xd)[None, :]
+            min_lo, min_hi = (m_lo * xs)[None, :], (m_hi * xs)[None, :]
         else:
             inside = rm < M
             x = tl.load(xq_ptr + rm[:, None] * K + b * 32 + k[None, :], mask=inside[:, None], other=0)
             xd = tl.load(xd_ptr + rm * blocks + b, mask=inside, other=0.0)
             xs = tl.load(xs_ptr + rm * blocks + b, mask=inside, other=0.0)
-            lo = tl.dot(x, tl.trans((q & 15).to(tl.int8))).to(tl.float32)
-            hi = tl.dot(x, tl.trans((q >> 4).to(tl.int8))).to(tl.float32)
-            acc_lo += lo * (xd[:, None] * d_lo[None, :]) + xs[:, None] * m_lo[None, :]
-            acc_hi += hi * (xd[:, None] * d_hi[None, :]) + xs[:, None] * m_hi[None, :]
+            scale_lo, scale_hi = xd[:, None] * d_lo[None, :], xd[:, None] * d_hi[None, :]
+            min_lo, min_hi = xs[:, None] * m_lo[None, :], xs[:, None] * m_hi[None, :]
+        lo = tl.dot(x, tl.trans((q & 15).to(tl.int8))).to(tl.float32)
+        hi = tl.dot(x, tl.trans((q >> 4).to(tl.int8))).to(tl.float32)
+        acc_lo += lo * scale_lo + min_lo
+        acc_hi += hi * scale_hi + min_hi
     return acc_lo, acc_hi
 
 
