@@ -52,15 +52,8 @@ static char out_path[4200];
 static uint64_t skipped[MAX_SKIPPED][2];
 static int n_skipped;
 
-static uint32_t word(const struct qemu_plugin_tb *tb, size_t idx) {
-    const struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, idx);
-    uint32_t w = 0;
-    if (qemu_plugin_insn_size(insn) == 4) memcpy(&w, qemu_plugin_insn_data(insn), 4);
-    return w;
-}
-
 /* The instruction's word, or a compressed one's 16 bits. */
-static uint32_t any_word(const struct qemu_plugin_tb *tb, size_t idx) {
+static uint32_t word(const struct qemu_plugin_tb *tb, size_t idx) {
     const struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, idx);
     uint32_t w = 0;
     size_t size = qemu_plugin_insn_size(insn);
@@ -86,7 +79,7 @@ static void record(struct qemu_plugin_tb *tb) {
     b->next = blocks;
     b->count = 0;
     b->n = n;
-    for (size_t i = 0; i < n; i++) b->words[i] = any_word(tb, i);
+    for (size_t i = 0; i < n; i++) b->words[i] = word(tb, i);
     blocks = b;
     qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &b->count, 1);
 }
