@@ -84,18 +84,18 @@ def convert_dot(conv, op):
 def product(conv, op, a: ir.Value, bb: ir.Value, acc: ir.Value, packed: bool = True) -> ir.Value:
     """acc + a @ bb for the TTIR op `op` (tt.dot, or tt.dot_scaled once its operands are decoded), through
     the matrix unit's few-rows product or the packed matmul where it pays and `packed` allows it."""
+    # tt.dot_scaled's A is decoded and scaled first: its loaded tile's rows are not these rows. A's rows past
+    # a masked load's window may be read in place (unread_rows), holding what follows in memory.
+    padding_from = conv.zero_padded_rows.get(op.operands[0]) if op.name == "tt.dot" else None
+    unread_rows = op.name == "tt.dot" and op.operands[0] in conv.rows_read_in_place
     if packed and op.name == "tt.dot":
-        # A's rows past a masked load's window may be read in place, holding what follows in memory
-        unread_from = conv.zero_padded_rows.get(op.operands[0]) if op.operands[0] in conv.rows_read_in_place else None
-        rows = smt_dot.row_product(conv, op, a, bb, acc, _zero_accumulator(op), unread_from)
+        rows = smt_dot.row_product(conv, op, a, bb, acc, _zero_accumulator(op),
+                                   padding_from if unread_rows else None)
         if rows is not None:
             return rows
     kernel = _packed_kernel(conv, a, bb, acc) if packed else None
     if kernel is not None:
         c_in = None if _zero_accumulator(op) else smt_dot.operand(acc)
-        # tt.dot_scaled's A is decoded and scaled first: its loaded tile's rows are not these rows
-        padding_from = conv.zero_padded_rows.get(op.operands[0]) if op.name == "tt.dot" else None
-        unread_rows = op.name == "tt.dot" and op.operands[0] in conv.rows_read_in_place
         return smt_dot.packed_product(conv, op, smt_dot.operand(a), smt_dot.operand(bb), c_in,
                                       ir.RankedTensorType(acc.type), kernel, padding_from=padding_from,
                                       unread_rows=unread_rows)

@@ -44,7 +44,7 @@ from mlir.dialects import arith, func, llvm, memref, scf, vector
 
 from . import index_math as im
 from .smt_microkernel import ALIGNMENT, STACK_PANEL_BYTES, _function
-from .smt_panels import add, loop, mul
+from .smt_panels import Operand, add, loop, mul
 
 ROWS = 4          # rows of an A tile and of the sums' tile (K1, VLEN 256)
 STEP = 8          # k of a tile
@@ -140,9 +140,7 @@ def _constant_int(value: ir.Value):
 
 def operand_type(rows: int, cols: int) -> ir.Type:
     """A and B^T: any offset and row stride, bytes next to each other along a row."""
-    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
-    return ir.MemRefType.get([rows, cols], ir.IntegerType.get_signless(8),
-                             layout=ir.StridedLayoutAttr.get(dynamic, [dynamic, 1]))
+    return Operand((rows, cols), "i8").memref_type(unit_columns=True)
 
 
 def define(module_body: ir.Block, spec: RowProduct) -> None:

@@ -196,10 +196,8 @@ def row_product(conv, op, a: ir.Value, b: ir.Value, acc: ir.Value, zero_acc: boo
     zeros the load gives them; they are zeroed first (every row of C is computed here)."""
     if not takes_rows(conv, a, b, acc):
         return None
-
-    a_shape, b_shape = shape_of(a.type), shape_of(b.type)
     conv.matrix_units.add(conv.microkernel.int8)   # where the kernel may run depends on it (spacemit_cores.py)
-    (m, k), n = a_shape, b_shape[1]
+    (m, k), n = shape_of(a.type), shape_of(b.type)[1]
     bt, nibble = ime_rows.transposed_source(b)
     if bt is None:
         empty = tensor.EmptyOp([n, k], element_type(b.type)).result
@@ -218,8 +216,8 @@ def row_product(conv, op, a: ir.Value, b: ir.Value, acc: ir.Value, zero_acc: boo
     if unread_from is None:
         a_buffer = _typed_buffer(conv, a, a_type)
     else:   # a plain buffer (of the tile or its zero-padded copy), seen through the argument's layout
-        a_plain = _typed_buffer(conv, _zero_rows_from(a, unread_from), mk.Operand((m, k), "i8").memref_type(True))
-        a_buffer = memref.CastOp(a_type, a_plain).result
+        plain = mk.Operand((m, k), "i8").memref_type(contiguous=True)
+        a_buffer = memref.CastOp(a_type, _typed_buffer(conv, _zero_rows_from(a, unread_from), plain)).result
     _call(conv, spec, [a_buffer,
                        _typed_buffer(conv, bt, ime_rows.operand_type(n, k)), out], ime_rows.define)
     return bufferization.ToTensorOp(result_type, out, restrict=True, writable=True).result
