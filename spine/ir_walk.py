@@ -162,3 +162,24 @@ def window_at_origin(buffer, sizes):
         result, buffer, [], [n for n in sizes if not isinstance(n, int)], [],
         ir.DenseI64ArrayAttr.get([0] * len(sizes)), ir.DenseI64ArrayAttr.get(static),
         ir.DenseI64ArrayAttr.get([1] * len(sizes))).result
+
+
+def last_input_type(module, name: str):
+    """The type of the last argument of the module's function `name`."""
+    from mlir import ir
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
+            return ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value).inputs[-1]
+    raise KeyError(name)
+
+
+def erase_uncalled(module, names: set) -> None:
+    """Erases the module's functions among `names` that no func.call calls (a rewrite's twins that no call
+    took: lowering them would cost compile time for nothing)."""
+    from mlir import ir
+    called = {ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+              for op in collect_ops(module, lambda op: op.name == "func.call")}
+    for op in list(module.body.operations):
+        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value in names - called:
+            op.operation.erase()
+

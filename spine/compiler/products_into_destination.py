@@ -26,7 +26,7 @@ from typing import Optional
 
 from ..ir_names import STRIDED_TWIN
 from ..targets import L1_WAY_BYTES
-from ..ir_walk import collect_ops, defining_op, offsets_sizes_strides
+from ..ir_walk import collect_ops, defining_op, erase_uncalled, last_input_type, offsets_sizes_strides
 
 # Ops that neither read nor write memory: a call may move past them.
 VIEW_AND_INDEX_OPS = ("memref.subview", "memref.reinterpret_cast", "memref.cast", "memref.extract_strided_metadata",
@@ -43,17 +43,7 @@ def store_products_in_place(module) -> None:
             _into_destination(module, call, copy)
         else:
             del call.attributes[STRIDED_TWIN]
-    _erase_uncalled(module, twins)
-
-
-def _erase_uncalled(module, names: set) -> None:
-    """The twins no call took: lowering them would cost compile time for nothing."""
-    from mlir import ir
-    called = {ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-              for op in collect_ops(module, lambda op: op.name == "func.call")}
-    for op in list(module.body.operations):
-        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value in names - called:
-            op.operation.erase()
+    erase_uncalled(module, twins)
 
 
 def _copy_of_product(call) -> Optional[object]:
@@ -118,7 +108,7 @@ def _into_destination(module, call, copy) -> None:
     from mlir import ir
     from mlir.dialects import arith, func, memref, scf
     twin = ir.StringAttr(call.attributes[STRIDED_TWIN]).value
-    twin_out = _last_input_type(module, twin)
+    twin_out = last_input_type(module, twin)
     product_shape = list(ir.MemRefType(call.operands[len(call.operands) - 1].type).shape)
     window, destination = copy.operands[0], copy.operands[1]
     with ir.InsertionPoint(copy), copy.location:
@@ -142,11 +132,3 @@ def _into_destination(module, call, copy) -> None:
     call.move_before(else_yield)
     copy.move_before(else_yield)
     del call.attributes[STRIDED_TWIN]
-
-
-def _last_input_type(module, name: str):
-    from mlir import ir
-    for op in module.body.operations:
-        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
-            return ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value).inputs[-1]
-    raise KeyError(name)
