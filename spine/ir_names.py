@@ -26,6 +26,13 @@ NO_FP_FUSION_ATTRIBUTE = "spine.no_fp_fusion"
 # twin that writes into a view of a larger matrix instead, for a whole tile stored straight into its
 # destination (compiler/products_into_destination.py).
 STRIDED_TWIN = "spine.strided_twin"
+# On the call of a packed matmul that adds its product into a loop's accumulator in place: the name of its
+# twin that takes the accumulator as a view of a larger matrix, for an accumulator kept in the destination
+# its tile is stored into whole (compiler/carried_products.py).
+CARRIED_TWIN = "spine.carried_twin"
+# On the kernel function: the pointer arguments it reads in place, which the launcher has checked overlap
+# no memory the kernel writes (to_linalg.convert_ttir's `direct_loads`).
+DISJOINT_ARGUMENTS = "spine.disjoint_arguments"
 
 # On a tt.load through a block pointer: spine-triton's "neg_inf" or "inf" padding, which triton's IR cannot
 # hold (language/frontend.py builds the load zero-padded and marks it; to_linalg/load.py pads with it).

@@ -20,6 +20,7 @@ from .atomic_expansion import expand_compare_and_swap
 from .boolean_buffers import booleans_as_bytes, has_boolean_buffers
 from .buffer_placement import copies_to_linalg, small_tiles_on_stack
 from .byte_dots import byte_dots_on_vnni
+from .carried_products import carried_products_into_destination
 from .carried_tiles import update_carried_tiles_in_place
 from .edge_tile_reads import mark_edge_tiles, read_edge_tiles_in_place
 from .loop_fusion import fuse_adjacent_loops
@@ -273,6 +274,9 @@ LLIR_PIPELINE = (
          _on_module(read_written_tiles_as_edge_tiles)),
     Pass("read-windows-in-place", "read-only arguments are read in place, not copied (window_reads.py)",
          _on_module(read_windows_in_place)),
+    Pass("carried-products-into-destination", "a loop's last matrix-unit product adds into its destination, "
+         "not into the accumulator copied there (carried_products.py)",
+         _on_module(carried_products_into_destination)),
     Pass("products-into-destination", "matrix products accumulate in the destination (products_into_destination.py)",
          _on_module(store_products_in_place)),
     Pass("split-tile-branches", "a branch yielding several independent tiles becomes one per tile "

@@ -69,26 +69,27 @@ VIEWS = True      # A and B may be views of larger matrices (any strides)
 def supports(spec: PackedMatmul) -> bool:
     """Whether this emitter computes `spec`: int8 products summed in int32 or bf16 in fp32, C of the sums'
     type, plain row-major matrices (smt's packed tiles go through the FMA kernel), B packed by each call,
-    no row bound."""
+    no row bound; C a view of a larger matrix only as an accumulator updated in place
+    (PackedMatmul.strided_twin)."""
     operands = [spec.a, spec.b, spec.c_out] + ([spec.c_in] if spec.c_in else [])
     return (spec.a.element == spec.b.element and (spec.a.element, spec.accumulator) in TYPES
             and all(x.element == spec.accumulator for x in operands[2:])
             and not any(x.packed for x in operands) and not spec.b_panels and not spec.row_bound
-            and not spec.strided_out)
+            and (spec.c_in is not None or not spec.strided_out))
 
 
 def define(module_body: ir.Block, spec: PackedMatmul) -> None:
     """Adds `func.func private @<spec.name>(a, b, [c_in,] c_out)`: a and b with any strides (views of the
     kernel's arguments: tile loads read A in place where its columns have unit stride), c_in and c_out
-    row-major buffers (c_out the caller's, or, in place, the accumulator); and the register block's
-    function and the request for the tile state."""
+    row-major buffers (c_out the caller's, or, in place, the accumulator, which the strided twin takes as a
+    view of a larger matrix); and the register block's function and the request for the tile state."""
     types = TYPES[spec.a.element, spec.accumulator]
     layout = vp.Layout(spec.a.rows, spec.b.cols, spec.a.cols, types.element, types.sums, BLOCK * ROWS, BLOCK * ROWS,
                        types.k_per_tile)
     _request_tiles(module_body)
     inputs = [spec.a.memref_type(), spec.b.memref_type()]
     inputs += [spec.c_in.memref_type(True)] if spec.c_in else []
-    inputs.append(spec.c_out.memref_type(contiguous=True))
+    inputs.append(spec.c_out.memref_type(contiguous=not spec.strided_out, unit_columns=True))
     _, entry = _function(module_body, spec.name, inputs)
     with ir.InsertionPoint(entry), ir.Location.unknown():
         args = list(entry.arguments)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import func
 
+from ..ir_names import DISJOINT_ARGUMENTS
 from . import bounds, branches
 from .converter import handles
 from .states import PointerState
@@ -82,6 +83,9 @@ def convert_function(conv, tt_func) -> func.FuncOp:
     if conv.argument_views:
         fn.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get([a.type for a in entry.arguments], []))
+    disjoint = [p for p, arg in enumerate(entry.arguments) if conv.argument_of.get(arg) in conv.direct_load_args]
+    if disjoint:
+        fn.attributes[DISJOINT_ARGUMENTS] = ir.DenseI64ArrayAttr.get(disjoint)
     branches.lift_to_scf(fn)
     return fn
 

@@ -25,7 +25,7 @@ from mlir import ir
 from mlir.dialects import arith, bufferization, func, linalg, memref, scf, tensor
 
 from ..microkernels import MICROKERNELS
-from ..ir_names import STRIDED_TWIN
+from ..ir_names import CARRIED_TWIN, STRIDED_TWIN
 from . import amx_matmul, ime_matmul, ime_rows, vnni_matmul
 from . import smt_microkernel as mk
 from .smt_panels import zero
@@ -165,7 +165,12 @@ def _matrix_product(conv, op, a, b, c_in, result_type, kernel, zero_from) -> ir.
     if in_place:
         spec = mk.PackedMatmul(a_op, b_op, c_in_op, None, sum_type, kernel, in_place=True)
         out = _buffer(conv, c_in, c_in_op, read_only=False, contiguous=True)
-        _call(conv, spec, [factor(a, a_op), factor(b, b_op), out], define)
+        call = _call(conv, spec, [factor(a, a_op), factor(b, b_op), out], define)
+        twin = spec.strided_twin()
+        if twin is not None and unit.supports(twin):
+            # a loop's accumulator may be kept in its destination: the lowering decides
+            _declare(conv, twin, define)
+            call.attributes[CARRIED_TWIN] = ir.StringAttr.get(twin.name)
         return bufferization.ToTensorOp(result_type, out, restrict=True, writable=True).result
     shape = tuple(result_type.shape)
     out_shape = (shape[0] * shape[2], shape[1] * shape[3]) if len(shape) == 4 else shape

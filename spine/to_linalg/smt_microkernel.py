@@ -88,11 +88,15 @@ class PackedMatmul:
         return f"spine_smt_matmul_{_symbol_part(self.kernel.name)}_{digest}"
 
     def strided_twin(self) -> Optional["PackedMatmul"]:
-        """This product written into a view of a larger matrix instead, when it is stored directly in C_out
-        of the sums' type (else None)."""
-        if self.in_place or self.c_in is not None or not self.direct or self.c_out.element != self.accumulator:
+        """This product written into a view of a larger matrix instead (else None): a product stored directly
+        in C_out of the sums' type (compiler/products_into_destination.py), or an accumulator of the sums'
+        type updated in place, which a loop may then carry in its destination (compiler/carried_products.py;
+        matrix units only, where the emitter supports it)."""
+        if self.c_in is not None or self.c_out.element != self.accumulator:
             return None
-        return replace(self, strided_out=True)
+        if self.in_place:
+            return replace(self, in_place=False, c_in=self.c_out, strided_out=True) if self.kernel.matrix_unit else None
+        return replace(self, strided_out=True) if self.direct else None
 
     @property
     def direct(self) -> bool:

@@ -113,8 +113,8 @@ def compute(layout: Layout, a, b, earlier, c_out, blocks: Blocks, flip_b_sign: b
     pack_b(bp, b, layout, flip_b_sign)
     b_matrix = Matrix(address(bp), layout.padded_n * 4)      # a VNNI row: G elements of each column
     if layout.c_in_place:
-        start = Matrix(address(earlier), layout.n * SUM_BYTES) if earlier is not None else None
-        blocks(a_matrix, b_matrix, start, Matrix(address(c_out), layout.n * SUM_BYTES))
+        start = sums_matrix(earlier) if earlier is not None else None
+        blocks(a_matrix, b_matrix, start, sums_matrix(c_out))
         return
     sums = panel(layout.padded_m * layout.padded_n * SUM_BYTES)
     blocks(a_matrix, b_matrix, None, Matrix(address(sums), layout.padded_n * SUM_BYTES))
@@ -137,6 +137,16 @@ def unit_columns(matrix: ir.Value, operand) -> ir.Value:
         memref.CopyOp(matrix, copy)
         scf.YieldOp([memref.CastOp(rows_type, copy).result])
     return branch.results[0]
+
+
+def sums_matrix(buffer: ir.Value) -> Matrix:
+    """C (32-bit sums) as a Matrix: a row-major buffer of its own, or a view of a larger matrix (the
+    destination a carried accumulator is kept in, compiler/carried_products.py)."""
+    ty = ir.MemRefType(buffer.type)
+    strides, offset = ty.get_strides_and_offset()
+    if offset == 0 and strides == [ty.shape[1], 1]:
+        return Matrix(address(buffer), ty.shape[1] * SUM_BYTES)
+    return view(buffer, SUM_BYTES)
 
 
 def address(buffer: ir.Value) -> ir.Value:

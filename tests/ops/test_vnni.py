@@ -7,6 +7,10 @@ instructions; the assembly tests compile anywhere on x86-64. AVX-VNNI's 256-bit 
 Lake) is tested the same way."""
 from __future__ import annotations
 
+import glob
+import os
+import re
+
 import pytest
 import torch
 import triton
@@ -16,7 +20,7 @@ from spine.driver import CPUDriver
 from spine.microkernels import choose
 from tests.cpu_features import host_has
 from tests.ops.test_amx import X86, _assembly, _int8, _matmul, assert_bf16_product
-from tests.ops.test_matrix_unit import dot_with_acc_kernel
+from tests.ops.test_matrix_unit import dot_with_acc_kernel, matmul_kernel
 from tests.smt.test_dot import run_dot
 
 # Cascade Lake: the first CPU with AVX512-VNNI, whose code every later one runs. Zen 4 without SSE4a (AMD's
@@ -144,3 +148,57 @@ def test_the_kernel_is_chosen_by_the_target_cpu():
     assert choose(X86, "alderlake", "").name == "avx2-vnni"
     assert choose(X86, "x86-64-v3", "+avxvnni").name == "avx2-vnni"
     assert choose(X86, "haswell", "").name == "avx2"
+
+
+def _product_functions(assembly: str) -> int:
+    """How many packed-matmul functions the kernel's assembly defines."""
+    return len(set(re.findall(r"^(spine_smt_matmul_\w+):", assembly, re.MULTILINE)))
+
+
+@needs_vnni
+@pytest.mark.parametrize("m,n,k,block", [(160, 96, 256, (64, 32, 128)), (64, 64, 64, (64, 64, 64)),
+                                         (128, 64, 0, (64, 32, 64)), (96, 64, 200, (32, 32, 64))])
+def test_a_whole_tiles_last_product_adds_into_its_destination(monkeypatch, tmp_path, m, n, k, block):
+    """compiler/carried_products.py: the last k step of a whole tile writes C itself. 160 x 96 in 64 x 32 tiles
+    has whole tiles and a half row of edge tiles; one k step; K = 0, where the loop does not run and C gets
+    the accumulator's zeros; K = 200, whose last step is masked (the loop over k as it is)."""
+    _on(monkeypatch, CASCADE_LAKE)
+    monkeypatch.setenv("SPINE_TRITON_DUMP_PATH", str(tmp_path))
+    a, b = _int8(m, k), _int8(k, n)
+    torch.testing.assert_close(_matmul(a, b, block), a.int() @ b.int(), rtol=0, atol=0)
+    path, = glob.glob(os.path.join(tmp_path, "*.s"))
+    with open(path) as f:
+        assert _product_functions(f.read()) == 2        # the product, and its twin writing the destination
+
+
+@needs_bf16
+def test_bf16_whole_tiles_last_product_adds_into_its_destination(monkeypatch, tmp_path):
+    _on(monkeypatch, ZEN4)
+    monkeypatch.setenv("SPINE_TRITON_DUMP_PATH", str(tmp_path))
+    a, b = torch.randn(160, 192).bfloat16(), torch.randn(192, 64).bfloat16()
+    assert_bf16_product(_matmul(a, b, (64, 32, 64), out=torch.float32), a, b)
+    path, = glob.glob(os.path.join(tmp_path, "*.s"))
+    with open(path) as f:
+        assert _product_functions(f.read()) == 2
+
+
+@needs_vnni
+def test_a_destination_overlapping_an_operand_gets_the_whole_product(monkeypatch):
+    """C's bytes are A's, in one program: the launch runs the alias-safe variant, which copies each tile of A
+    before its product, so the last product, written into C, reads no byte it writes."""
+    _on(monkeypatch, CASCADE_LAKE)
+    storage = torch.zeros(64 * 64 * 4, dtype=torch.uint8)
+    a = storage[:64 * 128].view(torch.int8).view(64, 128)
+    a.copy_(_int8(64, 128))
+    b = _int8(128, 64)
+    expected = a.int() @ b.int()
+    c = storage.view(torch.int32).view(64, 64)
+    matmul_kernel[(1, 1)](a, b, c, 64, 64, 128, *a.stride(), *b.stride(), *c.stride(), BM=64, BN=64, BK=64)
+    torch.testing.assert_close(c, expected, rtol=0, atol=0)
+
+
+@pytest.mark.skipif(not host_has("avx512f"), reason="the assembly is dumped by a host compile, for x86-64")
+@pytest.mark.parametrize("env", [CASCADE_LAKE, {"SPINE_HOST_CPU": "sapphirerapids"}, ALDER_LAKE])
+def test_the_twin_writing_the_destination_is_compiled_for_each_unit(tmp_path, monkeypatch, env):
+    """VNNI, AMX tiles and AVX-VNNI: each emitter compiles the twin (C = C_in + A B into a view)."""
+    assert _product_functions(_assembly(tmp_path, monkeypatch, torch.int8, **env)) == 2
