@@ -10,7 +10,7 @@
  *      cpp/openmp_team.c -Icpp -rdynamic -ldl -lpthread -lm -o kernel_scaling && ./kernel_scaling manifest.txt 16
  *
  * Prints, per kernel, the best of several launches on 1, 2, 4, ... threads and the speed-up (with `only`,
- * on max_threads alone). */
+ * on max_threads alone); with `check`, whether each matrix product's result is exact (check_product). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
@@ -80,11 +80,72 @@ static double best_time(kernel_t *k, int threads, int reps) {
     return best;
 }
 
+/* A value of A or B at flat index i: small integers, exact in every type, and so are fp32 sums of their
+ * products (below 2^24). */
+static int operand_value(int64_t i, int which) { return (int)((i * (which ? 40503u : 2654435761u)) >> 7 & 15) - 8; }
+
+/* A @ B of those values for n x n matrices, computed once per n. */
+static int32_t *reference(int64_t n) {
+    static int64_t cached_n;
+    static int32_t *cached;
+    if (cached_n == n) return cached;
+    free(cached);
+    int32_t *a = malloc(n * n * 4), *bt = malloc(n * n * 4), *c = malloc(n * n * 4);
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t q = 0; q < n; q++) {
+            a[r * n + q] = operand_value(r * n + q, 0);
+            bt[q * n + r] = operand_value(r * n + q, 1);
+        }
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t col = 0; col < n; col++) {
+            int32_t sum = 0;
+            for (int64_t q = 0; q < n; q++) sum += a[r * n + q] * bt[col * n + q];
+            c[r * n + col] = sum;
+        }
+    free(a);
+    free(bt);
+    cached_n = n;
+    cached = c;
+    return c;
+}
+
+/* "check": a matrix product of bench/kernel_scaling.py --matmul's manifest (args A, B, C and then integers,
+ * A and B square) computed on small integers and compared with a plain triple loop, exactly; the number of
+ * elements that differ, or -1 for a kernel that is not such a product or a launch that failed. For the
+ * matrix units of a machine Spine itself cannot run on (AMX on a lent Xeon). */
+static int64_t check_product(kernel_t *k, int threads) {
+    char kind[16];
+    int size;
+    if (sscanf(k->name, "matmul_%15[a-z0-9]_%d^3", kind, &size) != 2) return -1;
+    int64_t n = size, count = n * n;
+    int elem = strcmp(kind, "int8") == 0 ? 1 : strcmp(kind, "bf16") == 0 ? 2 : 4;
+    for (int which = 0; which < 2; which++) {
+        char *p = (char *)(uintptr_t)k->slots[which];
+        for (int64_t i = 0; i < count; i++) {
+            float f = (float)operand_value(i, which);
+            uint32_t bits;
+            memcpy(&bits, &f, 4);
+            if (elem == 1) ((int8_t *)p)[i] = (int8_t)operand_value(i, which);
+            else if (elem == 2) ((uint16_t *)p)[i] = (uint16_t)(bits >> 16);     /* exact: a small integer */
+            else ((float *)p)[i] = f;
+        }
+    }
+    void *out = (void *)(uintptr_t)k->slots[2];
+    memset(out, 0, (size_t)count * 4);
+    if (spine_run_grid(k->entry, k->args, k->grid[0], k->grid[1], k->grid[2], threads)) return -1;
+    const int32_t *expected = reference(n);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < count; i++)
+        wrong += (elem == 1 ? (double)((int32_t *)out)[i] : (double)((float *)out)[i]) != (double)expected[i];
+    return wrong;
+}
+
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s manifest.txt [max_threads [only]]\n", argv[0]); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: %s manifest.txt [max_threads [only | check]]\n", argv[0]); return 2; }
     int max_threads = argc > 2 ? atoi(argv[2]) : spine_num_cores();
     /* "only": max_threads alone, not the sweep from one thread up (bench/torch_matmul.py --spine) */
     int only = argc > 3 && strcmp(argv[3], "only") == 0;
+    int check = argc > 3 && strcmp(argv[3], "check") == 0;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", argv[1]);
     char *slash = strrchr(dir, '/');
@@ -98,6 +159,14 @@ int main(int argc, char **argv) {
     kernel_t k;
     while (fgets(line, sizeof line, f)) {
         if (!parse(line, dir, &k)) continue;
+        if (check) {
+            int64_t wrong = check_product(&k, max_threads);
+            if (wrong < 0) printf("| %s | %d | not a product, or its launch failed |\n", k.name, max_threads);
+            else if (wrong) printf("| %s | %d | WRONG: %lld elements differ |\n", k.name, max_threads, (long long)wrong);
+            else printf("| %s | %d | exact |\n", k.name, max_threads);
+            fflush(stdout);
+            continue;
+        }
         best_time(&k, max_threads, 2);  /* warm the pool, the pages and the caches */
         double base = 0;
         for (int t = only ? max_threads : 1; t <= max_threads; t *= 2) {

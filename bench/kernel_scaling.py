@@ -93,6 +93,9 @@ def build(out_dir: str, cpu: str, matmul: bool = False) -> str:
     lines = []
     for index, (name, launch, grid, args) in enumerate(matmul_kernels() if matmul else kernels()):
         compiled = launch()
+        # Arguments triton specialised (integers equal to 1) are constants of the binary, not its arguments.
+        kinds = list(compiled.src.signature.values())
+        args = [arg for arg, kind in zip(args, kinds) if kind != "constexpr"]
         so = f"kernel{index}.so"
         with open(os.path.join(out_dir, so), "wb") as f:
             f.write(compiled.asm["so"])
