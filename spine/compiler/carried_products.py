@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..ir_names import CARRIED_TWIN, DISJOINT_ARGUMENTS
-from ..ir_walk import (at_origin, collect_ops, defining_op, erase_uncalled, last_input_type, offsets_sizes_strides,
-                       through_views, view_sizes, window_at_origin, yielded)
+from ..ir_walk import (at_origin, collect_ops, defining_op, erase_uncalled, inside, last_input_type,
+                       offsets_sizes_strides, through_views, view_sizes, window_at_origin, yielded)
 
 # Ops that neither read nor write memory, which may be computed before the loop instead of after it.
 _PURE_OPS = ("memref.subview", "memref.reinterpret_cast", "memref.cast", "memref.extract_strided_metadata",
@@ -96,13 +96,13 @@ def _carried(buffer, calls: list) -> Optional[_Carried]:
     alloc = defining_op(buffer)
     if alloc is None or alloc.name not in _LOCAL_BUFFERS or not _row_major_matrix(buffer.type):
         return None
-    loop = calls[0].parent
+    call, loop = calls[0], calls[0].parent
     if len(calls) != 1 or loop is None or loop.name != "scf.for" or "unsignedCmp" in loop.attributes:
         return None
     init = window = copy = None
     for use in buffer.uses:
         user = use.owner.operation
-        if any(user == call for call in calls) or user.name == "memref.dealloc":
+        if user == call or user.name == "memref.dealloc":
             continue
         if user.name == "memref.subview" and window is None and _copied_whole(user) is not None:
             window, copy = user, _copied_whole(user)
@@ -126,7 +126,7 @@ def _carried(buffer, calls: list) -> Optional[_Carried]:
         return None
     if not _touches_only_disjoint_memory(loop):
         return None
-    return _Carried(buffer, loop, calls[0], window, copy)
+    return _Carried(buffer, loop, call, window, copy)
 
 
 def _row_major_matrix(memref_type) -> bool:
@@ -169,20 +169,12 @@ def _computable_before(value, loop, order: dict) -> bool:
     whose operands are."""
     op = defining_op(value)
     if op is None:
-        return value.owner != loop.regions[0].blocks[0] and not _nested_in(value.owner.owner, loop)
+        return not inside(value.owner.owner, loop)
     if op.block != loop.block:
-        return not _nested_in(op, loop)
+        return not inside(op, loop)
     if order[op] < order[loop]:
         return True
     return _pure(op) and all(_computable_before(v, loop, order) for v in op.operands)
-
-
-def _nested_in(op, ancestor) -> bool:
-    while op is not None:
-        if op == ancestor:
-            return True
-        op = op.parent
-    return False
 
 
 def _touches_only_disjoint_memory(loop) -> bool:
@@ -238,32 +230,41 @@ def _local_or_disjoint(root, entry, disjoint: set) -> bool:
 
 def _into_destination(module, carried: _Carried) -> None:
     from mlir import ir
-    from mlir.dialects import arith, func, memref, scf
-    loop, buffer, call = carried.loop, carried.buffer, carried.call
-    ty = ir.MemRefType(buffer.type)
+    twin = ir.StringAttr(carried.call.attributes[CARRIED_TWIN]).value
+    with ir.InsertionPoint(carried.loop), carried.loop.location:
+        direct, tile = _destination_tile(carried, last_input_type(module, twin))
+    _twin_on_last_step(carried, twin, direct, tile)
+    _copy_for_edge_tiles(carried.copy, direct)
+
+
+def _destination_tile(carried: _Carried, tile_type):
+    """(i1: the tile is whole and the loop runs, C's tile as the twin takes it), computed here, before the
+    loop: the copy's destination and window sizes, recomputed where they came after it."""
+    from mlir import ir
+    from mlir.dialects import arith, memref
+    loop, shape = carried.loop, ir.MemRefType(carried.buffer.type).shape
     order = {op: index for index, op in enumerate(loop.block.operations)}
-    i1 = ir.IntegerType.get_signless(1)
-    with ir.InsertionPoint(loop), loop.location:
-        known = {}
-        destination = _before(carried.copy.operands[1], loop, order, known)
-        index = ir.IndexType.get()
-        whole = arith.ConstantOp(i1, 1).result
-        for size, n in zip(view_sizes(carried.window), ty.shape):
-            if not isinstance(size, int):
-                equal = arith.CmpIOp(arith.CmpIPredicate.eq, _before(size, loop, order, known),
-                                     arith.ConstantOp(index, n).result).result
-                whole = arith.AndIOp(whole, equal).result
-        lower, upper, step = list(loop.operands)[:3]
-        runs = arith.CmpIOp(arith.CmpIPredicate.slt, lower, upper).result
-        direct = arith.AndIOp(whole, runs).result
-        twin = ir.StringAttr(call.attributes[CARRIED_TWIN]).value
-        tile = window_at_origin(destination, list(ty.shape))
-        if tile.type != last_input_type(module, twin):
-            tile = memref.CastOp(last_input_type(module, twin), tile).result
+    known = {}
+    destination = _before(carried.copy.operands[1], loop, order, known)
+    direct = arith.CmpIOp(arith.CmpIPredicate.slt, loop.operands[0], loop.operands[1]).result
+    for size, n in zip(view_sizes(carried.window), shape):
+        if not isinstance(size, int):
+            equal = arith.CmpIOp(arith.CmpIPredicate.eq, _before(size, loop, order, known),
+                                 arith.ConstantOp(ir.IndexType.get(), n).result).result
+            direct = arith.AndIOp(direct, equal).result
+    tile = window_at_origin(destination, list(shape))
+    return direct, tile if tile.type == tile_type else memref.CastOp(tile_type, tile).result
+
+
+def _twin_on_last_step(carried: _Carried, twin: str, direct, tile) -> None:
+    """The call becomes `scf.if direct and k + step >= upper bound { twin } else { call }`."""
+    from mlir import ir
+    from mlir.dialects import arith, func, scf
+    call, loop = carried.call, carried.loop
     with ir.InsertionPoint(call), call.location:
-        following = arith.AddIOp(loop.regions[0].blocks[0].arguments[0], step).result
-        last = arith.AndIOp(direct, arith.CmpIOp(arith.CmpIPredicate.sge, following, upper).result).result
-        branch = scf.IfOp(last, has_else=True)
+        following = arith.AddIOp(loop.regions[0].blocks[0].arguments[0], loop.operands[2]).result
+        last = arith.CmpIOp(arith.CmpIPredicate.sge, following, loop.operands[1]).result
+        branch = scf.IfOp(arith.AndIOp(direct, last).result, has_else=True)
         with ir.InsertionPoint(branch.then_block):
             func.CallOp([], ir.FlatSymbolRefAttr.get(twin), list(call.operands) + [tile])
             scf.YieldOp([])
@@ -271,11 +272,16 @@ def _into_destination(module, carried: _Carried) -> None:
             otherwise = scf.YieldOp([])
     call.move_before(otherwise)
     del call.attributes[CARRIED_TWIN]
-    copy = carried.copy
+
+
+def _copy_for_edge_tiles(copy, direct) -> None:
+    """The copy after the loop runs only where the twin did not write C."""
+    from mlir import ir
+    from mlir.dialects import arith, scf
     with ir.InsertionPoint(copy), copy.location:
-        edge = arith.XOrIOp(direct, arith.ConstantOp(i1, 1).result).result
-        edge_branch = scf.IfOp(edge)
-        with ir.InsertionPoint(edge_branch.then_block):
+        edge = arith.XOrIOp(direct, arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result).result
+        branch = scf.IfOp(edge)
+        with ir.InsertionPoint(branch.then_block):
             done = scf.YieldOp([])
     copy.move_before(done)
 

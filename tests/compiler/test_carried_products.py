@@ -46,9 +46,9 @@ CHECK: func.func @k(%[[A:.*]]: memref<?xi8>, %[[OUT:.*]]: memref<?xi32>, %[[ROWS
 CHECK: %[[ACC:.*]] = memref.alloca
 CHECK: linalg.fill {{.*}} outs(%[[ACC]]
 CHECK: %[[DEST:.*]] = memref.reinterpret_cast %[[OUT]]
-CHECK: %[[WHOLE:.*]] = arith.cmpi eq, %[[ROWS]], %c8
 CHECK: %[[RUNS:.*]] = arith.cmpi slt, %c0{{.*}}, %[[N]] : i32
-CHECK: %[[DIRECT:.*]] = arith.andi {{.*}}, %[[RUNS]]
+CHECK: %[[WHOLE:.*]] = arith.cmpi eq, %[[ROWS]], %c8
+CHECK: %[[DIRECT:.*]] = arith.andi %[[RUNS]], %[[WHOLE]]
 CHECK: %[[TILE:.*]] = memref.subview %[[DEST]][0, 0] [8, 16] [1, 1]
 CHECK: scf.for %[[K:.*]] = {{.*}} {
 CHECK: %[[NEXT:.*]] = arith.addi %[[K]], %c4
