@@ -54,6 +54,17 @@ def without_effects(op) -> bool:
     return op.name.startswith(("arith.", "math.")) or op.name in VIEW_OPS or op.name == "memref.dim"
 
 
+# Operations that name part of a memref or compute an index, and neither read nor write memory: a call may
+# move past them, and they may be computed earlier.
+VIEW_AND_INDEX_OPS = ("memref.subview", "memref.reinterpret_cast", "memref.cast", "memref.extract_strided_metadata",
+                      "memref.dim", "affine.apply")
+
+
+def view_or_index(op) -> bool:
+    """Whether `op` is one of VIEW_AND_INDEX_OPS or integer arithmetic (arith, index)."""
+    return op.name in VIEW_AND_INDEX_OPS or op.name.startswith(("arith.", "index."))
+
+
 def constant_int(value):
     """The integer `value` is when an arith.constant defines it (an i1's `true` is 1); None otherwise."""
     from mlir import ir

@@ -44,11 +44,8 @@ from typing import Optional
 
 from ..ir_names import CARRIED_TWIN, DISJOINT_ARGUMENTS
 from ..ir_walk import (at_origin, collect_ops, defining_op, erase_uncalled, inside, last_input_type,
-                       offsets_sizes_strides, through_views, view_sizes, window_at_origin, yielded)
+                       offsets_sizes_strides, through_views, view_or_index, view_sizes, window_at_origin, yielded)
 
-# Ops that neither read nor write memory, which may be computed before the loop instead of after it.
-_PURE_OPS = ("memref.subview", "memref.reinterpret_cast", "memref.cast", "memref.extract_strided_metadata",
-             "memref.dim", "affine.apply")
 _LOCAL_BUFFERS = ("memref.alloca", "memref.alloc")
 
 
@@ -60,6 +57,7 @@ class _Carried:
     call: object          # the product added into it, directly in the loop
     window: object        # the memref.subview of it that the copy reads
     copy: object          # the linalg.copy into the destination
+    order: dict           # the loop's block's ops: their places in it
 
 
 def carried_products_into_destination(module) -> None:
@@ -104,8 +102,9 @@ def _carried(buffer, calls: list) -> Optional[_Carried]:
         user = use.owner.operation
         if user == call or user.name == "memref.dealloc":
             continue
-        if user.name == "memref.subview" and window is None and _copied_whole(user) is not None:
-            window, copy = user, _copied_whole(user)
+        copied = _copied_whole(user) if user.name == "memref.subview" and window is None else None
+        if copied is not None:
+            window, copy = user, copied
         elif init is None and _writes_alone(user, buffer):
             init = user
         else:
@@ -116,7 +115,7 @@ def _carried(buffer, calls: list) -> Optional[_Carried]:
     if not all(op.block == loop.block for op in (init, copy)) or not order[init] < order[loop] < order[copy]:
         return None
     between = list(loop.block.operations)[order[loop] + 1:order[copy]]
-    if not all(_pure(op) for op in between):
+    if not all(view_or_index(op) for op in between):
         return None
     sizes = view_sizes(window)
     needed = [copy.operands[1]] + [size for size in sizes if not isinstance(size, int)]
@@ -126,7 +125,7 @@ def _carried(buffer, calls: list) -> Optional[_Carried]:
         return None
     if not _touches_only_disjoint_memory(loop):
         return None
-    return _Carried(buffer, loop, call, window, copy)
+    return _Carried(buffer, loop, call, window, copy, order)
 
 
 def _row_major_matrix(memref_type) -> bool:
@@ -160,10 +159,6 @@ def _writes_alone(op, buffer) -> bool:
     return False
 
 
-def _pure(op) -> bool:
-    return op.name in _PURE_OPS or op.name.startswith(("arith.", "index."))
-
-
 def _computable_before(value, loop, order: dict) -> bool:
     """Whether `value` is known before `loop`: defined before it, or after it in its block by pure ops
     whose operands are."""
@@ -174,7 +169,7 @@ def _computable_before(value, loop, order: dict) -> bool:
         return not inside(op, loop)
     if order[op] < order[loop]:
         return True
-    return _pure(op) and all(_computable_before(v, loop, order) for v in op.operands)
+    return view_or_index(op) and all(_computable_before(v, loop, order) for v in op.operands)
 
 
 def _touches_only_disjoint_memory(loop) -> bool:
@@ -242,8 +237,7 @@ def _destination_tile(carried: _Carried, tile_type):
     loop: the copy's destination and window sizes, recomputed where they came after it."""
     from mlir import ir
     from mlir.dialects import arith, memref
-    loop, shape = carried.loop, ir.MemRefType(carried.buffer.type).shape
-    order = {op: index for index, op in enumerate(loop.block.operations)}
+    loop, order, shape = carried.loop, carried.order, ir.MemRefType(carried.buffer.type).shape
     known = {}
     destination = _before(carried.copy.operands[1], loop, order, known)
     direct = arith.CmpIOp(arith.CmpIPredicate.slt, loop.operands[0], loop.operands[1]).result

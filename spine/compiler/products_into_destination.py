@@ -26,11 +26,7 @@ from typing import Optional
 
 from ..ir_names import STRIDED_TWIN
 from ..targets import L1_WAY_BYTES
-from ..ir_walk import collect_ops, defining_op, erase_uncalled, last_input_type, offsets_sizes_strides
-
-# Ops that neither read nor write memory: a call may move past them.
-VIEW_AND_INDEX_OPS = ("memref.subview", "memref.reinterpret_cast", "memref.cast", "memref.extract_strided_metadata",
-                      "memref.dim", "affine.apply")
+from ..ir_walk import collect_ops, defining_op, erase_uncalled, last_input_type, offsets_sizes_strides, view_or_index
 
 
 def store_products_in_place(module) -> None:
@@ -60,7 +56,7 @@ def _copy_of_product(call) -> Optional[object]:
         if op.name == "linalg.copy":
             copy = op
             break
-        if not (op.name in VIEW_AND_INDEX_OPS or op.name.startswith(("arith.", "index."))):
+        if not view_or_index(op):
             return None
     if copy is None or not _is_window_of(copy.operands[0], product):
         return None
