@@ -25,6 +25,19 @@ def defining_op(value):
     return None if isinstance(owner, ir.Block) else owner.operation
 
 
+def ancestors(op):
+    """The ops `op` is nested in, innermost first, up to the module."""
+    op = op.parent
+    while op is not None:
+        yield op
+        op = op.parent
+
+
+def enclosing_function(op):
+    """The func.func `op` is nested in, or None."""
+    return next((x for x in ancestors(op) if x.name == "func.func"), None)
+
+
 def inside(op, ancestor) -> bool:
     """Whether `op` is `ancestor` or nested in one of its regions."""
     while op is not None:

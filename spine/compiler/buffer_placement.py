@@ -4,7 +4,7 @@
 - copies-to-linalg: memref.copy becomes linalg.copy (a loop, not a call into MLIR's runner library)."""
 from __future__ import annotations
 
-from ..ir_walk import collect_ops
+from ..ir_walk import ancestors, collect_ops
 from ..targets import STACK_TILE_BYTES
 
 
@@ -40,12 +40,12 @@ def small_tiles_on_stack(module) -> None:
         return count * getattr(ty.element_type, "width", 64) // 8
 
     def function_outside_loops(op):
-        parent = op.parent
-        while parent is not None and parent.name != "func.func":
+        for parent in ancestors(op):
             if parent.name in _LOOPS:
                 return None
-            parent = parent.parent
-        return parent
+            if parent.name == "func.func":
+                return parent
+        return None
 
     budget = {}
     for op in collect_ops(module, lambda op: op.name == "memref.alloc"):

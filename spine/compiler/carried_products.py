@@ -43,8 +43,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..ir_names import CARRIED_TWIN, DISJOINT_ARGUMENTS
-from ..ir_walk import (at_origin, collect_ops, defining_op, erase_uncalled, inside, last_input_type,
-                       offsets_sizes_strides, through_views, view_or_index, view_sizes, window_at_origin, yielded)
+from ..ir_walk import (at_origin, collect_ops, defining_op, enclosing_function, erase_uncalled, inside,
+                       last_input_type, offsets_sizes_strides, through_views, view_or_index, view_sizes,
+                       window_at_origin, yielded)
 
 _LOCAL_BUFFERS = ("memref.alloca", "memref.alloc")
 
@@ -177,9 +178,7 @@ def _touches_only_disjoint_memory(loop) -> bool:
     function's DISJOINT_ARGUMENTS (through views and the branches of scf.if), and no op there reaches
     memory by other means (the LLVM dialect's pointers)."""
     from mlir import ir
-    function = loop.parent
-    while function is not None and function.name != "func.func":
-        function = function.parent
+    function = enclosing_function(loop)
     if function is None or DISJOINT_ARGUMENTS not in function.attributes:
         return False
     disjoint = set(ir.DenseI64ArrayAttr(function.attributes[DISJOINT_ARGUMENTS]))

@@ -22,7 +22,7 @@ A marked loop with loop-carried values stays a sequential loop.
 from __future__ import annotations
 
 from ..ir_names import PARALLEL_LOOP
-from ..ir_walk import collect_ops
+from ..ir_walk import collect_ops, enclosing_function, inside
 
 TO_OPENMP = "convert-scf-to-openmp"
 OPENMP_TO_LLVM = "convert-openmp-to-llvm"
@@ -76,12 +76,6 @@ def _declare_begin(module) -> None:
         decl.attributes["sym_visibility"] = ir.StringAttr.get("private")
 
 
-def _kernel_of(op):
-    while op.name != "func.func":
-        op = op.parent
-    return op
-
-
 def _grid_sizes(kernel) -> list:
     """The kernel's num_programs arguments: its arguments end with pid x, y, z and num x, y, z (i32), then
     only memref views of arguments (compiler/entry.py)."""
@@ -103,7 +97,7 @@ def _rewrite(loop) -> None:
     counter_type = bounds[0].type
     index = ir.IndexType.get()
     with ir.InsertionPoint(loop), loop.location:
-        nx, ny, nz = _grid_sizes(_kernel_of(loop))
+        nx, ny, nz = _grid_sizes(enclosing_function(loop))
         programs = arith.muli(arith.muli(nx, ny), nz)
         lower, upper, step = (v if v.type == index else arith.index_cast(index, v) for v in bounds)
         span = arith.subi(upper, lower)
@@ -129,7 +123,7 @@ def _privatize_tiles(parallel) -> None:
     (to_linalg/smt_scratch.py) and barriers (to_linalg/smt_threads.py), which the iterations share on
     purpose, are the entry block's allocations with an alignment; they stay."""
     from mlir import ir
-    entry = _kernel_of(parallel).regions[0].blocks[0]
+    entry = enclosing_function(parallel).regions[0].blocks[0]
     body = parallel.regions[0].blocks[0]
     first = list(body.operations)[0]
     for op in list(entry.operations):
@@ -137,14 +131,6 @@ def _privatize_tiles(parallel) -> None:
         if op.name not in ("memref.alloca", "memref.alloc") or "alignment" in op.attributes or len(op.operands):
             continue
         uses = list(op.results[0].uses)
-        if uses and all(_is_inside(use.owner, parallel) for use in uses):
+        if uses and all(inside(getattr(use.owner, "operation", use.owner), parallel) for use in uses):
             op.move_before(first)
 
-
-def _is_inside(op, ancestor) -> bool:
-    op = getattr(op, "operation", op)
-    while op is not None and op.name != "func.func":
-        if op == ancestor:
-            return True
-        op = op.parent
-    return False
