@@ -31,7 +31,9 @@ than multiplying); and when the B panels tile the columns of a
 row-major C_out exactly, the accumulators are stored into C_out itself (in the last block of steps, or in
 every block when C_out has the sums' type), without C panels and their write-back. Given a run-time row
 bound (the rows a masked tl.load keeps), no row of A past it is read and no row of C past it is touched:
-the A panel the bound cuts is packed alone, zeros past the bound (_bounded_k_block).
+the A panel the bound cuts is packed alone, zeros past the bound (_bounded_k_block). On x86, a call that
+packs an A it could have read in place (rows a multiple of 4 KiB apart) prefetches, tile by tile, the A and
+B tiles a loop over k reads next (_next_k_tiles): packing had waited on those first reads.
 """
 from __future__ import annotations
 
@@ -159,6 +161,7 @@ class _Plan:
     row_bound: ir.Value = None   # A's rows from here on are never read (row_bound, at most M), else None
     c_stride: ir.Value = None    # C's row stride when C_out is a view (strided_out), else the padded N
     ldb: ir.Value = None         # B read in place (bp a unit-stride view of it): its row stride, else None
+    next_k: object = None        # prefetch(jp, ip): the register tile's share of the next k tile, else None
 
     @property
     def kernel(self) -> MicroKernel:
@@ -334,6 +337,8 @@ def _body(spec: PackedMatmul, a, b, c_in, c_out, rows=None) -> None:
     if rows is not None:
         rows = arith.MinUIOp(rows, im.const(spec.a.rows)).result
     plan = _Plan(spec, acc, vtype, vl, nr, panels_n, ap, bp, cp, out, row_bound=rows, c_stride=c_stride)
+    if spec.kernel.prefetch_next_k and plan.a_in_place and not spec.b_panels and plan.k <= plan.kc:
+        plan = replace(plan, next_k=_next_k_tiles(plan, a, b))
     _in_place_or_packed(plan, plan.b_in_place, b, "ldb", lambda plan_b: _in_place_or_packed(
         plan_b, plan_b.a_in_place, a, "lda", lambda plan_ab: _k_blocks(plan_ab, a, b)))
     if not plan.direct:
@@ -347,7 +352,8 @@ def _in_place_or_packed(plan: _Plan, possible: bool, x, stride: str, emit) -> No
         emit(plan)
         return
     view, step, unit = _rows_view(x)
-    in_place = replace(plan, **({"a_rows": view, "lda": step} if stride == "lda" else {"bp": view, "ldb": step}))
+    in_place = replace(plan, **({"a_rows": view, "lda": step, "next_k": None} if stride == "lda"
+                                else {"bp": view, "ldb": step}))
     panels.branches(unit, lambda unit_stride: emit(in_place if unit_stride else plan))
 
 
@@ -369,6 +375,57 @@ def _rows_view(a) -> tuple:
     spread = arith.CmpIOp(arith.CmpIPredicate.ne, arith.RemUIOp(lda, im.const(L1_WAY_BYTES // width)).result,
                           im.const(0)).result
     return view, lda, arith.AndIOp(unit, spread).result
+
+
+def _next_k_tiles(plan: _Plan, a, b):
+    """prefetch(jp, ip): register tile (ip, jp)'s share of the lines of the tiles right after A's (its
+    rows, the next K columns) and below B's (the next K rows): what `acc += tl.dot(a, b)` over k loads
+    next. Tile t of T = panels_m * panels_n takes A's rows t * ceil(M / T) on and B's t * ceil(K / T) on.
+    Only the call that packs an A it could not read in place takes it: at 1024^3 fp32 (A's rows 4 KiB apart)
+    the tutorial's matmul on Zen 4 ran 2-4 % faster with it, and at 512^3, where A is read in place, calls
+    that prefetched were 1-6 % slower (bench/RESULTS.md). Where no next tile exists the lines belong to other
+    data or to no mapping: a prefetch neither faults nor changes memory."""
+    spec = plan.spec
+    m, k, n = spec.a.rows, spec.a.cols, spec.b.cols
+    nr = plan.kernel.vectors * ir.VectorType(plan.vtype).shape[0]
+    tiles = -(-n // nr) * plan.panels_m
+    a_row, b_row = _row_lines(a, (m - 1, 2 * k)), _row_lines(b, (2 * k - 1, n))
+    a_rows, b_rows = -(-m // tiles), -(-k // tiles)
+
+    def prefetch(jp, ip):
+        t = add(mul(jp, plan.panels_m), ip)
+        for r in range(a_rows):
+            a_row(add(mul(t, a_rows), r), k, k)
+        for r in range(b_rows):
+            b_row(add(add(mul(t, b_rows), r), k), 0, n)
+    return prefetch
+
+
+def _row_lines(x, last: tuple):
+    """fetch(row, col, count): prefetches of the cache lines of `count` elements of x's row `row` from
+    column `col` on, through a 1-D view of x's buffer that reaches x[last] (x's rows and columns extended
+    past its shape: the next tile lies there)."""
+    meta = memref.ExtractStridedMetadataOp(x)
+    offset, lda = meta.results[1], meta.results[4]
+    elem = ir.MemRefType(x.type).element_type
+    width = panels.float_width(elem) if not isinstance(elem, ir.IntegerType) else elem.width
+    per_line = 512 // width
+    size = add(add(offset, mul(last[0], lda)), last[1])
+    flat = ir.MemRefType.get([DYNAMIC], elem)
+    view = memref.ReinterpretCastOp(flat, meta.results[0], [], [size], [], ir.DenseI64ArrayAttr.get([0]),
+                                    ir.DenseI64ArrayAttr.get([DYNAMIC]), ir.DenseI64ArrayAttr.get([1])).result
+
+    def fetch(row, col, count: int) -> None:
+        start = add(add(offset, mul(row, lda)), col)
+        for line in range(-(-count // per_line)):
+            memref.PrefetchOp(view, [im.as_value(add(start, line * per_line))], False, 3, True)
+    return fetch
+
+
+def _prefetched_tile(plan: _Plan, ip, jp, *args) -> None:
+    if plan.next_k is not None:
+        plan.next_k(jp, ip)
+    _tile(plan, ip, jp, *args)
 
 
 def _k_blocks(plan: _Plan, a, b) -> None:
@@ -419,7 +476,7 @@ def _k_block(plan: _Plan, a, b, kb, steps: int, first, last: bool = False) -> No
 
     def column_panel(jp, _):
         if full:
-            loop(0, full, 1, lambda ip, _: _tile(plan, ip, jp, k0, b_block, steps, first, last))
+            loop(0, full, 1, lambda ip, _: _prefetched_tile(plan, ip, jp, k0, b_block, steps, first, last))
         if full < plan.panels_m:
             _tile(plan, im.const(full), jp, k0, b_block, steps, first, last, plan.last_rows)
     loop(0, plan.panels_n, 1, column_panel)
@@ -459,7 +516,7 @@ def _bounded_k_block(plan: _Plan, a, k0, b_block, steps: int, first, last: bool)
     _if(has_part, lambda: _either(at_m, pack_part))
 
     def column_panel(jp, _):
-        loop(0, whole, 1, lambda ip, _: _tile(plan, ip, jp, k0, b_block, steps, first, last))
+        loop(0, whole, 1, lambda ip, _: _prefetched_tile(plan, ip, jp, k0, b_block, steps, first, last))
         _if(has_part, lambda: _either(at_m, tile_part(jp)))
     loop(0, plan.panels_n, 1, column_panel)
 
