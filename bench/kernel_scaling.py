@@ -62,9 +62,11 @@ def matmul_kernels():
              "bf16": torch.rand(64, 64).bfloat16()}
     sums = {"fp32": torch.empty(64, 64), "int8": torch.empty(64, 64, dtype=torch.int32), "bf16": torch.empty(64, 64)}
     # int8 and bf16 also in deeper tiles: AMX loads and stores C's tiles once per tl.dot, so a deeper k step
-    # moves less of C per product (a choice an autotuned kernel makes)
-    tiles = {"fp32": ((64, 64), (128, 64)), "int8": ((128, 128), (128, 256), (128, 512), (256, 256)),
-             "bf16": ((128, 128), (128, 256), (256, 128))}
+    # moves less of C per product; fp32 also in wider ones, which pack each operand for more products (choices
+    # an autotuned kernel makes)
+    tiles = {"fp32": ((64, 64), (128, 64), (256, 64)), "int8": ((128, 128), (128, 256), (128, 512), (256, 256),
+                                                             (128, 1024)),
+             "bf16": ((128, 128), (128, 256), (256, 128), (128, 512))}
     for size in (512, 1024):
         for kind in ("fp32", "int8", "bf16"):
             kernel = int_kernel if kind == "int8" else float_kernel

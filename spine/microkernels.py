@@ -71,7 +71,8 @@ class MicroKernel:
     fp16: str = ""     # the entry fp16 x fp16 -> fp32 products use instead, likewise
     matrix_unit: bool = False  # computes on a matrix instruction's tiles (own emitter), not by outer products
     prefetch_next_k: bool = False  # a call that packs an A it could not read in place prefetches the next k
-                                   # tile of A and B while it multiplies (x86: smt_microkernel._next_k_tiles)
+                                   # tile of A and B while it multiplies (smt_microkernel._next_k_tiles): AMD's
+                                   # AVX-512 cores only, faster there and slower on a Sapphire Rapids Xeon
 
     @property
     def transpose_lanes(self) -> int:
@@ -96,22 +97,22 @@ MICROKERNELS = {mk.name: mk for mk in (
     MicroKernel("a100", "SpacemiT A100 smt.vmadot (int8 8x16x8) / smt.vfwmadot (fp16 8x8x8), VLEN 1024", 32, False,
                 16, 4, matrix_unit=True),
     MicroKernel("avx512", "AVX-512F vfmadd231ps, 512-bit", 16, False, 14, 2, a_rows=True, min_rows=8,
-                shuffle_transposes=True, prefetch_next_k=True),
+                shuffle_transposes=True),
     MicroKernel("avx2", "AVX2 + FMA vfmadd231ps, 256-bit", 8, False, 6, 2, a_rows=True, min_rows=4,
-                shuffle_transposes=True, prefetch_next_k=True),
+                shuffle_transposes=True),
     MicroKernel("avx512-amx", "AVX-512F vfmadd231ps; int8 and bf16 products on AMX tiles", 16, False, 14, 2,
-                a_rows=True, min_rows=8, shuffle_transposes=True, prefetch_next_k=True, int8="amx", bf16="amx"),
+                a_rows=True, min_rows=8, shuffle_transposes=True, int8="amx", bf16="amx"),
     MicroKernel("amx", "Intel AMX tdpbssd / tdpbf16ps, 16x16 tiles, 2 x 2 per register block", 16, False, 32, 2,
                 matrix_unit=True),
     MicroKernel("avx512-vnni", "AVX-512F vfmadd231ps; int8 products on AVX512-VNNI", 16, False, 14, 2,
-                a_rows=True, min_rows=8, shuffle_transposes=True, prefetch_next_k=True, int8="vnni"),
+                a_rows=True, min_rows=8, shuffle_transposes=True, int8="vnni"),
     MicroKernel("avx512-vnni-bf16", "AVX-512F vfmadd231ps; int8 products on AVX512-VNNI, bf16 on AVX512-BF16", 16,
                 False, 14, 2, a_rows=True, min_rows=8, shuffle_transposes=True, prefetch_next_k=True, int8="vnni",
                 bf16="vnni"),
     MicroKernel("vnni", "AVX-512 vpdpbusd (int8) / vdpbf16ps (bf16) dot products, 8 x 32 per register block", 16,
                 False, 8, 2, matrix_unit=True),
     MicroKernel("avx2-vnni", "AVX2 + FMA vfmadd231ps, 256-bit; int8 products on AVX-VNNI", 8, False, 6, 2,
-                a_rows=True, min_rows=4, shuffle_transposes=True, prefetch_next_k=True, int8="avxvnni"),
+                a_rows=True, min_rows=4, shuffle_transposes=True, int8="avxvnni"),
     MicroKernel("avxvnni", "AVX-VNNI vpdpbusd ymm dot products (int8), 6 x 16 per register block", 8, False, 6, 2,
                 matrix_unit=True),
     MicroKernel("sse", "SSE2 mulps + addps, 128-bit", 4, False, 4, 2, fma=False),
@@ -150,7 +151,8 @@ def _avx512_kernel(enabled: frozenset, cpu: str) -> str:
     products, else none. bf16 takes vdpbf16ps on AMD's cores only: on an Intel Xeon (bench/RESULTS.md) it
     ran at 0.63 of the FMA kernel's speed (98 against 155 GFLOP/s), and Intel's cores that have it and no
     AMX are few (Cooper Lake). Zen 4 and 5 run it at the FMA's rate with twice the products per
-    instruction (not measured here: no AMD machine)."""
+    instruction; on a Zen 4, bf16 tl.dot ran at torch's speed (bench/RESULTS.md). AMD's entry also takes
+    prefetch_next_k."""
     from .targets import is_amd
     if {"+amx-tile", "+amx-int8", "+amx-bf16"} <= enabled:
         return "avx512-amx"

@@ -31,9 +31,9 @@ than multiplying); and when the B panels tile the columns of a
 row-major C_out exactly, the accumulators are stored into C_out itself (in the last block of steps, or in
 every block when C_out has the sums' type), without C panels and their write-back. Given a run-time row
 bound (the rows a masked tl.load keeps), no row of A past it is read and no row of C past it is touched:
-the A panel the bound cuts is packed alone, zeros past the bound (_bounded_k_block). On x86, a call that
-packs an A it could have read in place (rows a multiple of 4 KiB apart) prefetches, tile by tile, the A and
-B tiles a loop over k reads next (_next_k_tiles): packing had waited on those first reads.
+the A panel the bound cuts is packed alone, zeros past the bound (_bounded_k_block). On AMD's AVX-512 cores,
+a call that packs an A it could have read in place (rows a multiple of 4 KiB apart) prefetches, tile by
+tile, the A and B tiles a loop over k reads next (_next_k_tiles): packing had waited on those first reads.
 """
 from __future__ import annotations
 
@@ -383,8 +383,10 @@ def _next_k_tiles(plan: _Plan, a, b):
     next. Tile t of T = panels_m * panels_n takes A's rows t * ceil(M / T) on and B's t * ceil(K / T) on.
     Only the call that packs an A it could not read in place takes it: at 1024^3 fp32 (A's rows 4 KiB apart)
     the tutorial's matmul on Zen 4 ran 2-4 % faster with it, and at 512^3, where A is read in place, calls
-    that prefetched were 1-6 % slower (bench/RESULTS.md). Where no next tile exists the lines belong to other
-    data or to no mapping: a prefetch neither faults nor changes memory."""
+    that prefetched were 1-6 % slower; on a Sapphire Rapids Xeon it was 3-5 % slower at 1024^3, so only
+    AMD's entry takes it (bench/RESULTS.md). The tiles are taken to have their columns next to each other;
+    where they do not, or no next tile exists, the lines are other data or no mapping: a prefetch neither
+    faults nor changes memory."""
     spec = plan.spec
     m, k, n = spec.a.rows, spec.a.cols, spec.b.cols
     nr = plan.kernel.vectors * ir.VectorType(plan.vtype).shape[0]
