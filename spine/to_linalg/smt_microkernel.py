@@ -234,8 +234,7 @@ class _Plan:
 
 
 def vector_type(kernel: MicroKernel, acc: ir.Type, vectors: int = 1) -> ir.Type:
-    width = acc.width if isinstance(acc, ir.IntegerType) else panels.float_width(acc)
-    lanes = max(1, kernel.lanes * 32 // width) * vectors
+    lanes = max(1, kernel.lanes * 32 // panels.bit_width(acc)) * vectors
     return ir.VectorType.get([lanes], acc, scalable=[kernel.scalable])
 
 
@@ -308,9 +307,8 @@ def _panel_bytes(plan: "_Plan") -> int:
     nr = kernel.vectors * kernel.lanes * (MAX_VSCALE if kernel.scalable else 1)
     padded_n = -(-plan.spec.b.cols // nr) * nr
     padded_m = plan.panels_m * plan.mr
-    width = plan.acc.width if isinstance(plan.acc, ir.IntegerType) else panels.float_width(plan.acc)
     c_panels = padded_m * padded_n if plan.c_panels else 0
-    return (padded_n * plan.kc + padded_m * plan.kc + c_panels) * width // 8
+    return (padded_n * plan.kc + padded_m * plan.kc + c_panels) * panels.bit_width(plan.acc) // 8
 
 
 def _body(spec: PackedMatmul, a, b, c_in, c_out, rows=None) -> None:
@@ -371,7 +369,7 @@ def _rows_view(a) -> tuple:
     unit = arith.CmpIOp(arith.CmpIPredicate.eq, step, im.const(1)).result
     # Rows a multiple of 4 KiB apart share one L1 set: MR of them beside the B panel's lines evict each other
     # (1024 columns of fp32 ran no faster than packing); those are packed.
-    width = panels.float_width(elem) // 8 if not isinstance(elem, ir.IntegerType) else elem.width // 8
+    width = panels.bit_width(elem) // 8
     spread = arith.CmpIOp(arith.CmpIPredicate.ne, arith.RemUIOp(lda, im.const(L1_WAY_BYTES // width)).result,
                           im.const(0)).result
     return view, lda, arith.AndIOp(unit, spread).result
@@ -410,8 +408,7 @@ def _row_lines(x, last: tuple):
     meta = memref.ExtractStridedMetadataOp(x)
     offset, lda = meta.results[1], meta.results[4]
     elem = ir.MemRefType(x.type).element_type
-    width = panels.float_width(elem) if not isinstance(elem, ir.IntegerType) else elem.width
-    per_line = 512 // width
+    per_line = 512 // panels.bit_width(elem)
     size = add(add(offset, mul(last[0], lda)), last[1])
     flat = ir.MemRefType.get([DYNAMIC], elem)
     view = memref.ReinterpretCastOp(flat, meta.results[0], [], [size], [], ir.DenseI64ArrayAttr.get([0]),

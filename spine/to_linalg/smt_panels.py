@@ -108,6 +108,11 @@ def float_width(ty: ir.Type) -> int:
     return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}[str(ty)]
 
 
+def bit_width(ty: ir.Type) -> int:
+    """Bits of an integer or float element type."""
+    return ty.width if isinstance(ty, ir.IntegerType) else float_width(ty)
+
+
 def convert(value: ir.Value, to: ir.Type) -> ir.Value:
     """A scalar or vector converted to another element type `to` (widened, narrowed, or int <-> float)."""
     is_vector = isinstance(value.type, ir.VectorType)
