@@ -335,8 +335,6 @@ def _body(spec: PackedMatmul, a, b, c_in, c_out, rows=None) -> None:
     if rows is not None:
         rows = arith.MinUIOp(rows, im.const(spec.a.rows)).result
     plan = _Plan(spec, acc, vtype, vl, nr, panels_n, ap, bp, cp, out, row_bound=rows, c_stride=c_stride)
-    if spec.kernel.prefetch_next_k and plan.a_in_place and not spec.b_panels and plan.k <= plan.kc:
-        plan = replace(plan, next_k=_next_k_tiles(plan, a, b))
     _in_place_or_packed(plan, plan.b_in_place, b, "ldb", lambda plan_b: _in_place_or_packed(
         plan_b, plan_b.a_in_place, a, "lda", lambda plan_ab: _k_blocks(plan_ab, a, b)))
     if not plan.direct:
@@ -350,8 +348,7 @@ def _in_place_or_packed(plan: _Plan, possible: bool, x, stride: str, emit) -> No
         emit(plan)
         return
     view, step, unit = _rows_view(x)
-    in_place = replace(plan, **({"a_rows": view, "lda": step, "next_k": None} if stride == "lda"
-                                else {"bp": view, "ldb": step}))
+    in_place = replace(plan, **({"a_rows": view, "lda": step} if stride == "lda" else {"bp": view, "ldb": step}))
     panels.branches(unit, lambda unit_stride: emit(in_place if unit_stride else plan))
 
 
@@ -428,7 +425,11 @@ def _prefetched_tile(plan: _Plan, ip, jp, *args) -> None:
 
 
 def _k_blocks(plan: _Plan, a, b) -> None:
-    """Every block of reduction steps."""
+    """Every block of reduction steps; the next k tile prefetched where A could have been read in place
+    and is packed (_next_k_tiles)."""
+    if (plan.kernel.prefetch_next_k and plan.a_in_place and plan.a_rows is None and not plan.spec.b_panels
+            and plan.k <= plan.kc):
+        plan = replace(plan, next_k=_next_k_tiles(plan, a, b))
     kc, acc = plan.kc, plan.acc
     full, tail = divmod(plan.k, kc)
     # The last block stores into a C_out of another type than the sums: it is peeled off the loop.
