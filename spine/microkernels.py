@@ -10,7 +10,8 @@ what fits the register file:
                  vector registers hold accumulators, one LMUL-4 group holds B (loaded with one whole-register
                  load), A scalars come from f-registers (vfmacc.vf)
     avx512       AVX-512F: 14 x 2 of the 32 zmm registers hold accumulators (A broadcast from memory)
-    avx2         AVX2 + FMA: 6 x 2 of the 16 ymm registers
+    avx2         AVX2 + FMA: 6 x 2 of the 16 ymm registers; "avx2-zen", AMD's cores without AVX-512, also
+                 prefetches the next k tile (prefetch_next_k)
     sse          x86-64 without AVX: 4 x 2 xmm registers (multiply and add)
     portable     no vector unit known (e.g. riscv64 without V): 4 x 2 four-lane vectors LLVM lowers to
                  scalar code
@@ -72,7 +73,7 @@ class MicroKernel:
     matrix_unit: bool = False  # computes on a matrix instruction's tiles (own emitter), not by outer products
     prefetch_next_k: bool = False  # a call that packs an A it could not read in place prefetches the next k
                                    # tile of A and B while it multiplies (smt_microkernel._next_k_tiles): AMD's
-                                   # AVX-512 cores only, faster there and slower on a Sapphire Rapids Xeon
+                                   # cores only (Zen 3, Zen 4: faster; a Sapphire Rapids Xeon: slower)
 
     @property
     def transpose_lanes(self) -> int:
@@ -100,6 +101,8 @@ MICROKERNELS = {mk.name: mk for mk in (
                 shuffle_transposes=True),
     MicroKernel("avx2", "AVX2 + FMA vfmadd231ps, 256-bit", 8, False, 6, 2, a_rows=True, min_rows=4,
                 shuffle_transposes=True),
+    MicroKernel("avx2-zen", "AVX2 + FMA vfmadd231ps, 256-bit, the next k tile prefetched", 8, False, 6, 2,
+                a_rows=True, min_rows=4, shuffle_transposes=True, prefetch_next_k=True),
     MicroKernel("avx512-amx", "AVX-512F vfmadd231ps; int8 and bf16 products on AMX tiles", 16, False, 14, 2,
                 a_rows=True, min_rows=8, shuffle_transposes=True, int8="amx", bf16="amx"),
     MicroKernel("amx", "Intel AMX tdpbssd / tdpbf16ps, 16x16 tiles, 2 x 2 per register block", 16, False, 32, 2,
@@ -141,9 +144,18 @@ def choose(triple: str, cpu: str, features: str, matrix_unit: bool = True) -> Mi
         if "+avx512f" in enabled:
             return MICROKERNELS[_avx512_kernel(enabled, cpu) if matrix_unit else "avx512"]
         if {"+avx2", "+fma"} <= enabled:
-            return MICROKERNELS["avx2-vnni" if "+avxvnni" in enabled and matrix_unit else "avx2"]
+            return MICROKERNELS["avx2-vnni" if "+avxvnni" in enabled and matrix_unit else _avx2_kernel(cpu)]
         return MICROKERNELS["sse"]
     return MICROKERNELS["portable"]
+
+
+def _avx2_kernel(cpu: str) -> str:
+    """AMD's cores without AVX-512 (Zen 1-3) take the AVX2 entry that prefetches the next k tile: on a Zen 3
+    (EPYC), fp32 1024^3 in 128 x 128 x 64 tiles, one thread, 4 % faster (bench/RESULTS.md). Intel's AVX2
+    cores were not measured with it, and on a Sapphire Rapids Xeon the AVX-512 kernel's prefetch was
+    slower: they keep the plain one."""
+    from .targets import is_amd
+    return "avx2-zen" if is_amd(cpu) else "avx2"
 
 
 def _avx512_kernel(enabled: frozenset, cpu: str) -> str:

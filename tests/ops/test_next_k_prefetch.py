@@ -1,4 +1,4 @@
-"""The x86 FMA matmul's prefetch of the next k tile (smt_microkernel._next_k_tiles): on AMD's AVX-512 cores,
+"""The x86 FMA matmul's prefetch of the next k tile (smt_microkernel._next_k_tiles): on AMD's cores,
 the call that packs an A whose rows are a multiple of 4 KiB apart prefetches the tiles `acc += tl.dot(a, b)`
 reads at the next step.
 Chosen by the target (spine/microkernels.py's prefetch_next_k), and the products stay right where the
@@ -31,11 +31,12 @@ def _assembly(tmp_path, monkeypatch, cpu: str) -> str:
 
 
 @pytest.mark.skipif(not host_has("sse2"), reason="the assembly is dumped by a host compile, for x86-64")
-@pytest.mark.parametrize("cpu,prefetches", [("znver4", True), ("znver5", True), ("sapphirerapids", False),
-                                            ("cascadelake", False), ("x86-64-v3", False), ("x86-64", False)])
+@pytest.mark.parametrize("cpu,prefetches", [("znver4", True), ("znver5", True), ("znver3", True), ("znver2", True),
+                                            ("sapphirerapids", False), ("cascadelake", False), ("haswell", False),
+                                            ("x86-64-v3", False), ("x86-64", False)])
 def test_chosen_by_the_target(tmp_path, monkeypatch, cpu, prefetches):
-    """AMD's AVX-512 cores prefetch (faster there); Intel's and the generic levels do not (slower on a
-    Sapphire Rapids Xeon, not measured elsewhere)."""
+    """AMD's cores prefetch, with AVX-512 or AVX2 (faster on a Zen 4 and a Zen 3); Intel's and the generic
+    levels do not (slower on a Sapphire Rapids Xeon, not measured elsewhere)."""
     assert ("prefetcht0" in _assembly(tmp_path, monkeypatch, cpu)) == prefetches
 
 

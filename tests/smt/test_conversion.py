@@ -111,13 +111,14 @@ def test_ordinary_code_is_not_smt(fresh_cache):
     ("riscv64-unknown-linux-gnu", "sifive-x280", "", "rvv"),
     ("riscv64-unknown-linux-gnu", "generic-rv64", "", "portable"),
     ("x86_64-unknown-linux-gnu", "znver4", "", "avx512-vnni-bf16"),
-    ("x86_64-unknown-linux-gnu", "znver3", "", "avx2"),
+    ("x86_64-unknown-linux-gnu", "znver3", "", "avx2-zen"),
+    ("x86_64-unknown-linux-gnu", "haswell", "", "avx2"),
     ("x86_64-unknown-linux-gnu", "x86-64-v2", "", "sse"),
     ("x86_64-unknown-linux-gnu", "x86-64", "+avx2,+fma,-avx512f", "avx2"),
     ("x86_64-unknown-linux-gnu", "x86-64", "+avx512f,+avx512bw", "avx512"),
     # a feature string changes the CPU's own features; it does not replace them (as in LLVM)
     ("x86_64-unknown-linux-gnu", "znver4", "-sse4a", "avx512-vnni-bf16"),
-    ("x86_64-unknown-linux-gnu", "znver4", "-avx512f", "avx2"),
+    ("x86_64-unknown-linux-gnu", "znver4", "-avx512f", "avx2-zen"),
     ("riscv64-unknown-linux-gnu", "spacemit-x60", "-zfh", "rvv-ime"),
     ("riscv64-unknown-linux-gnu", "spacemit-x60", "-v", "portable"),
 ])
@@ -138,7 +139,7 @@ def test_register_blocks_fit():
     """Every micro-kernel's accumulators and B vectors fit the register file it was sized for, and panel
     widths are powers of two (the packing copies runs that must not cross a panel's edge)."""
     registers = {"rvv": 32, "rvv-ime": 32, "ime": 32, "rvv-a100": 32, "a100": 32, "avx512": 32, "avx512-amx": 32, "amx": 8, "avx512-vnni": 32,
-                 "avx512-vnni-bf16": 32, "vnni": 32, "avx2-vnni": 16, "avxvnni": 16, "avx2": 16, "sse": 16, "portable": 32}
+                 "avx512-vnni-bf16": 32, "vnni": 32, "avx2-vnni": 16, "avxvnni": 16, "avx2": 16, "avx2-zen": 16, "sse": 16, "portable": 32}
     for kernel in MICROKERNELS.values():
         if kernel.name in ("ime", "a100"):   # register pairs of sums per A tile (4 or 8 rows) and B tile, the tiles
             tile = 4 if kernel.name == "ime" else 8
