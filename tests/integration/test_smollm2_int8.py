@@ -147,9 +147,12 @@ def test_int8_kernels_refuse_what_they_cannot_take(gguf):
 # one decoded token differ by up to 1.0, and each CPU's vector width (AVX2, AVX-512) and the codegen's
 # loop shapes order the sums differently. Measured along this text: at most 3 differing steps, at most
 # 0.56 below (Zen 5 compiled for znver5 and x86-64-v3, with and without LLVM's loop unrolling); the fp32
-# mode differs at the same near ties (steps 11, 28, 30 of the third prompt).
+# mode differs at the same near ties (steps 11, 28, 30 of the third prompt). On a Zen 3 (AVX2, no AVX-512)
+# 6 steps differ, at most 0.24 below: the same 6 compiled for znver3, x86-64-v3 and haswell, where Zen 5's
+# x86-64-v3 build gave 3, so what moved them runs outside Spine's kernels (torch's CPU kernels, which pick
+# their AVX2 paths on that machine).
 NEAR_TIE = 0.75
-DIFFERING_STEPS = 5
+DIFFERING_STEPS = 8
 
 
 def test_llama_cpp_text_is_the_int8_modes_choice_at_every_step(gguf, monkeypatch):
