@@ -151,9 +151,9 @@ def choose(triple: str, cpu: str, features: str, matrix_unit: bool = True) -> Mi
 
 def _avx2_kernel(cpu: str) -> str:
     """AMD's cores without AVX-512 (Zen 1-3) take the AVX2 entry that prefetches the next k tile: on a Zen 3
-    (EPYC), fp32 1024^3 in 128 x 128 x 64 tiles, one thread, 4 % faster (bench/RESULTS.md). Intel's AVX2
-    cores were not measured with it, and on a Sapphire Rapids Xeon the AVX-512 kernel's prefetch was
-    slower: they keep the plain one."""
+    (EPYC), fp32 1024^3 in 64 x 64 x 64 and 128 x 128 x 64 tiles, one thread, 2-8 % faster in two runs
+    (bench/RESULTS.md). Intel's AVX2 cores were not measured with it, and on a Sapphire Rapids Xeon the
+    AVX-512 kernel's prefetch was slower: they keep the plain one."""
     from .targets import is_amd
     return "avx2-zen" if is_amd(cpu) else "avx2"
 
