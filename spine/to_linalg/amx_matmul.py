@@ -7,8 +7,8 @@ and a 64x16 tile of B (16 rows of B's VNNI layout: vnni_panels.py) into a 16x16 
 same with 32 k per tile. The operands are laid out by vnni_panels.compute (A in place or padded, B in VNNI
 rows, C in place or padded); tile (x, y) of a matrix starts 16 * x rows and 64 * y bytes in:
 
-    for j over pairs of B's tile columns (32 columns: 2 KiB of B per k tile, in L1 across the row blocks):
-        for i over pairs of A's tile rows (32 rows):
+    for i over pairs of A's tile rows (32 rows):
+        for j over pairs of B's tile columns (32 columns: 2 KiB of B per k tile):
             acc[2][2] = C's tiles, or zero                 4 of the 8 tile registers
             for t over k tiles:
                 a[r] = A tile (2i + r, t); b[s] = B tile (t, 2j + s)   4 tile loads (the other 4 registers)
@@ -102,20 +102,23 @@ def define(module_body: ir.Block, spec: PackedMatmul) -> None:
 
 
 def _blocks(module_body, layout: vp.Layout, a: vp.Matrix, b: vp.Matrix, start, out: vp.Matrix) -> None:
-    """Every register block of C: B's column pairs outermost (their tiles stay in L1 across A's row pairs)."""
+    """Every register block of C: A's row pairs outermost, B's column pairs within. The other order (B's
+    columns outermost, as the FMA kernel's panels go) was slower on a Sapphire Rapids Xeon, one thread, bf16:
+    1024^3 in 256 x 256 x 128 tiles 4.80 -> 3.61 ms (torch 3.10), in 128 x 128 x 256 4.88 -> 4.05; 512^3 in
+    128 x 128 x 512 0.378 -> 0.350 (best of 4 rounds, bench/RESULTS.md)."""
     name = _define_block(module_body, layout, start is not None)
     block_rows = BLOCK * ROWS
     matrices = [a, b, out] + ([start] if start is not None else [])
     strides = [vp.i64(m.row_bytes) for m in matrices]
 
-    def column_block(j, _):
-        def row_block(i, _):
+    def row_block(i, _):
+        def column_block(j, _):
             blocks = [(i, 0), (0, j), (i, j), (i, j)]       # each matrix's block, in rows and columns of blocks
             addresses = [add(m.address, mul(mul(y, block_rows), m.row_bytes), mul(x, BLOCK * ROW_BYTES))
                          for m, (y, x) in zip(matrices, blocks)]
             llvm.CallOp(None, [vp.i64(x) for x in addresses] + strides, [], [], callee=ir.FlatSymbolRefAttr.get(name))
-        loop(0, layout.padded_m // block_rows, 1, row_block)
-    loop(0, layout.padded_n // block_rows, 1, column_block)
+        loop(0, layout.padded_n // block_rows, 1, column_block)
+    loop(0, layout.padded_m // block_rows, 1, row_block)
 
 
 def _define_block(module_body: ir.Block, layout: vp.Layout, accumulates: bool) -> str:
