@@ -86,7 +86,7 @@ def side_by_side(directories: list, counts: list, rounds: int) -> None:
     products_run = sorted({key[:4] for key in spine},
                           key=lambda k: (k[2], k[1], ["fp32", "int8", "bf16"].index(k[0]), k[3]))
     for key in products_run:
-        times = [min(spine[key + (b,)]) if spine[key + (b,)] else float("nan") for b in range(len(names))]
+        times = [min(spine[key + (b,)], default=float("nan")) for b in range(len(names))]
         best = min(reference[key[:3]])
         ratios = " / ".join(f"{best / ms:.2f}" for ms in times)
         print(f"| {key[0]} {key[1]}^3 | {key[2]} | {key[3]} | " + " | ".join(f"{ms:.3f}" for ms in times)
