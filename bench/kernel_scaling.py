@@ -62,11 +62,12 @@ def matmul_kernels():
              "bf16": torch.rand(64, 64).bfloat16()}
     sums = {"fp32": torch.empty(64, 64), "int8": torch.empty(64, 64, dtype=torch.int32), "bf16": torch.empty(64, 64)}
     # int8 and bf16 also in deeper tiles: AMX loads and stores C's tiles once per tl.dot, so a deeper k step
-    # moves less of C per product; fp32 also in wider ones, which pack each operand for more products (choices
-    # an autotuned kernel makes)
-    tiles = {"fp32": ((64, 64), (128, 64), (256, 64)), "int8": ((128, 128), (128, 256), (128, 512), (256, 256),
-                                                             (128, 1024)),
-             "bf16": ((128, 128), (128, 256), (256, 128), (128, 512))}
+    # moves less of C per product; all three also in wider ones, which pack each operand for more products:
+    # every program of a column packs the same B again, so on one thread a 512-row tile packs B least often
+    # (choices an autotuned kernel makes)
+    tiles = {"fp32": ((64, 64), (128, 64), (256, 64), (512, 64)),
+             "int8": ((128, 128), (128, 256), (128, 512), (256, 256), (128, 1024)),
+             "bf16": ((128, 128), (128, 256), (256, 128), (128, 512), (256, 512), (512, 256))}
     for size in (512, 1024):
         for kind in ("fp32", "int8", "bf16"):
             kernel = int_kernel if kind == "int8" else float_kernel

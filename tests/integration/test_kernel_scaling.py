@@ -23,5 +23,5 @@ def test_every_product_of_the_matmul_manifest_is_exact(tmp_path):
     text = subprocess.run([os.path.join(out, "kernel_scaling"), os.path.join(out, "manifest.txt"), "2", "check"],
                           check=True, capture_output=True, text=True).stdout
     rows = [line for line in text.splitlines() if line.startswith("| matmul_")]
-    assert len(rows) == len(lines) == 24
+    assert len(rows) == len(lines) == 30
     assert all(row.endswith("| exact |") for row in rows), text
