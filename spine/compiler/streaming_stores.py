@@ -51,6 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir_names import streaming_flag_symbol
+from ..ir_types import bits
 from ..ir_walk import accessed, collect_ops, constant_int, defined_outside, defining_op, through_views, yields
 
 LINE_BYTES = 64          # a cache line: the streaming loop stores one per store and iteration
@@ -246,19 +247,13 @@ def _is_scalar_number(ty) -> bool:
     return isinstance(ty, (ir.IntegerType, ir.FloatType))
 
 
-def _width(ty) -> int:
-    """The bits of an integer or float type."""
-    from mlir import ir
-    return ir.IntegerType(ty).width if isinstance(ty, ir.IntegerType) else ir.FloatType(ty).width
-
-
 def _in_memory(ty) -> bool:
     """Whether a vector of `ty` is laid out in memory as the elements one after another (not i1's bits)."""
-    return _is_scalar_number(ty) and _width(ty) in (8, 16, 32, 64)
+    return _is_scalar_number(ty) and bits(ty) in (8, 16, 32, 64)
 
 
 def _element_bytes(ty) -> int:
-    return _width(ty) // 8
+    return bits(ty) // 8
 
 
 def _check_overlaps(stores, loads, function) -> None:

@@ -7,6 +7,7 @@ from dataclasses import replace
 from mlir import ir
 from mlir.dialects import arith
 
+from ..ir_types import bits
 from . import index_math as im
 from . import materialize
 from . import states as st
@@ -60,7 +61,7 @@ def convert_int_to_ptr(conv, op):
     from .types import is_pointer, pointee_type
     address = conv.concrete(op.operands[0])
     result = op.results[0]
-    if not isinstance(result.type, ir.ShapedType) and is_pointer(result.type) and _bit_width(pointee_type(result.type)):
+    if not isinstance(result.type, ir.ShapedType) and is_pointer(result.type) and bits(pointee_type(result.type)):
         element = pointee_type(result.type)
         conv.integer_addresses = True
         conv.bind(result, st.PointerState(memref_at(address, element), element, (), 0, (), address=address))
@@ -96,11 +97,11 @@ def convert_bitcast(conv, op):
         conv.bind(result, arith.BitcastOp(result.type, conv.concrete(op.operands[0])).result)
         return
     new_elem = pointee_type(result.type)
-    if not isinstance(source, (st.PointerState, st.GatherPointer)) or not _bit_width(new_elem):
+    if not isinstance(source, (st.PointerState, st.GatherPointer)) or not bits(new_elem):
         raise conv.unsupported(op, "a pointer cast of a pointer of unknown origin")
     if source.element_type != new_elem:
         from .function import argument_view
-        source = _rescaled(source, _bit_width(source.element_type), _bit_width(new_elem))
+        source = _rescaled(source, bits(source.element_type), bits(new_elem))
         view = (memref_at(source.address, new_elem) if getattr(source, "address", None) is not None
                 else argument_view(conv, source.base, new_elem))
         source = replace(source, base=view, element_type=new_elem)
@@ -134,7 +135,3 @@ def _floor_div(x, divisor: int):
     if isinstance(x, int):
         return x // divisor
     return arith.FloorDivSIOp(x, im.const(divisor)).result
-
-
-def _bit_width(ty: ir.Type) -> int:
-    return getattr(ty, "width", 0)

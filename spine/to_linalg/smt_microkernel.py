@@ -45,6 +45,7 @@ from mlir import ir
 from mlir.dialects import arith, func, memref, scf, vector
 
 from ..microkernels import MicroKernel
+from ..ir_types import bits
 from ..targets import L1_WAY_BYTES
 from . import index_math as im
 from . import smt_panels as panels
@@ -234,7 +235,7 @@ class _Plan:
 
 
 def vector_type(kernel: MicroKernel, acc: ir.Type, vectors: int = 1) -> ir.Type:
-    lanes = max(1, kernel.lanes * 32 // panels.bit_width(acc)) * vectors
+    lanes = max(1, kernel.lanes * 32 // bits(acc)) * vectors
     return ir.VectorType.get([lanes], acc, scalable=[kernel.scalable])
 
 
@@ -308,7 +309,7 @@ def _panel_bytes(plan: "_Plan") -> int:
     padded_n = -(-plan.spec.b.cols // nr) * nr
     padded_m = plan.panels_m * plan.mr
     c_panels = padded_m * padded_n if plan.c_panels else 0
-    return (padded_n * plan.kc + padded_m * plan.kc + c_panels) * panels.bit_width(plan.acc) // 8
+    return (padded_n * plan.kc + padded_m * plan.kc + c_panels) * bits(plan.acc) // 8
 
 
 def _body(spec: PackedMatmul, a, b, c_in, c_out, rows=None) -> None:
@@ -366,7 +367,7 @@ def _rows_view(a) -> tuple:
     unit = arith.CmpIOp(arith.CmpIPredicate.eq, step, im.const(1)).result
     # Rows a multiple of 4 KiB apart share one L1 set: MR of them beside the B panel's lines evict each other
     # (1024 columns of fp32 ran no faster than packing); those are packed.
-    width = panels.bit_width(elem) // 8
+    width = bits(elem) // 8
     spread = arith.CmpIOp(arith.CmpIPredicate.ne, arith.RemUIOp(lda, im.const(L1_WAY_BYTES // width)).result,
                           im.const(0)).result
     return view, lda, arith.AndIOp(unit, spread).result
@@ -405,7 +406,7 @@ def _row_lines(x, last: tuple):
     meta = memref.ExtractStridedMetadataOp(x)
     offset, lda = meta.results[1], meta.results[4]
     elem = ir.MemRefType(x.type).element_type
-    per_line = 512 // panels.bit_width(elem)
+    per_line = 512 // bits(elem)
     size = add(add(offset, mul(last[0], lda)), last[1])
     flat = ir.MemRefType.get([DYNAMIC], elem)
     view = memref.ReinterpretCastOp(flat, meta.results[0], [], [size], [], ir.DenseI64ArrayAttr.get([0]),

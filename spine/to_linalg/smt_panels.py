@@ -24,6 +24,7 @@ from typing import Callable, Optional
 from mlir import ir
 from mlir.dialects import arith, memref, scf, vector
 
+from ..ir_types import bits
 from . import index_math as im
 from .tile_copy import copy_by_blocks
 
@@ -104,15 +105,6 @@ def loop(lb, ub, step, body: Callable, inits=()) -> list:
     return list(op.results)
 
 
-def float_width(ty: ir.Type) -> int:
-    return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}[str(ty)]
-
-
-def bit_width(ty: ir.Type) -> int:
-    """Bits of an integer or float element type."""
-    return ty.width if isinstance(ty, ir.IntegerType) else float_width(ty)
-
-
 def convert(value: ir.Value, to: ir.Type) -> ir.Value:
     """A scalar or vector converted to another element type `to` (widened, narrowed, or int <-> float)."""
     is_vector = isinstance(value.type, ir.VectorType)
@@ -129,7 +121,7 @@ def convert(value: ir.Value, to: ir.Type) -> ir.Value:
     elif dst_int:
         op = arith.FPToSIOp
     else:
-        op = arith.ExtFOp if float_width(source) < float_width(to) else arith.TruncFOp
+        op = arith.ExtFOp if bits(source) < bits(to) else arith.TruncFOp
     return op(result, value).result
 
 
@@ -317,7 +309,7 @@ def _transposing_block(b_op: Operand, b, group: ir.Type, steps: int, transpose: 
     group = ir.VectorType(group)
     nr = group.shape[0]
     if (not transpose or b_op.packed or any(group.scalable_dims) or nr % transpose or steps % transpose
-            or ir.MemRefType(b.type).element_type != group.element_type or float_width(group.element_type) != 32):
+            or ir.MemRefType(b.type).element_type != group.element_type or bits(group.element_type) != 32):
         return 0
     return transpose
 
