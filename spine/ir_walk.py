@@ -90,6 +90,24 @@ def constant_int(value):
     return attribute.value if isinstance(attribute, ir.IntegerAttr) else None
 
 
+def interval(value, depth: int = 8) -> tuple:
+    """(lowest, highest) `value` can be, each None when unknown: constants, and min and max of them."""
+    constant = constant_int(value)
+    if constant is not None:
+        return constant, constant
+    owner = defining_op(value)
+    if depth == 0 or owner is None or owner.name not in ("arith.minsi", "arith.maxsi"):
+        return None, None
+    (lo_a, hi_a), (lo_b, hi_b) = (interval(v, depth - 1) for v in owner.operands)
+    if owner.name == "arith.minsi":
+        lo = None if lo_a is None or lo_b is None else min(lo_a, lo_b)
+        hi = hi_a if hi_b is None else hi_b if hi_a is None else min(hi_a, hi_b)
+    else:
+        lo = lo_a if lo_b is None else lo_b if lo_a is None else max(lo_a, lo_b)
+        hi = None if hi_a is None or hi_b is None else max(hi_a, hi_b)
+    return lo, hi
+
+
 def offsets_sizes_strides(op) -> tuple:
     """(offsets, sizes, strides) of a subview or reinterpret_cast: each a list of static numbers, with the
     SSA value in place of each dynamic one (operands: source, then the dynamic offsets, sizes, strides)."""

@@ -37,7 +37,7 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, scf
 
-from ..ir_walk import collect_ops, constant_int, defined_outside, defining_op
+from ..ir_walk import collect_ops, constant_int, defined_outside, defining_op, interval
 
 MAX_SPLITS = 2
 CASTS = ("arith.index_cast", "arith.index_castui")
@@ -168,27 +168,9 @@ def _unclamped(bound, lo: int, hi: int):
             return bound
 
 
-def _interval(value, depth: int = 8) -> tuple:
-    """(lowest, highest) `value` can be, each None when unknown: constants, and min and max of them."""
-    constant = constant_int(value)
-    if constant is not None:
-        return constant, constant
-    owner = defining_op(value)
-    if depth == 0 or owner is None or owner.name not in ("arith.minsi", "arith.maxsi"):
-        return None, None
-    (lo_a, hi_a), (lo_b, hi_b) = (_interval(v, depth - 1) for v in owner.operands)
-    if owner.name == "arith.minsi":
-        lo = None if lo_a is None or lo_b is None else min(lo_a, lo_b)
-        hi = hi_a if hi_b is None else hi_b if hi_a is None else min(hi_a, hi_b)
-    else:
-        lo = lo_a if lo_b is None else lo_b if lo_a is None else max(lo_a, lo_b)
-        hi = None if hi_a is None or hi_b is None else max(hi_a, hi_b)
-    return lo, hi
-
-
 def _index_range(loop) -> tuple:
     """(lowest first index, highest end) of the loop, each None when unknown."""
-    return _interval(loop.operands[0])[0], _interval(loop.operands[1])[1]
+    return interval(loop.operands[0])[0], interval(loop.operands[1])[1]
 
 
 def _no_wrap(loop, width: int, offset) -> ir.Value:
