@@ -2,9 +2,10 @@
  * package on the machine that runs it. bench/kernel_scaling.py compiles the kernels into .so files and
  * writes one manifest line per kernel:
  *
- *   <name> <file.so> <gx> <gy> <gz> <args...>     where an arg is  b<bytes>  (a zeroed-then-filled
- *                                                 buffer), i<value> (an int32 scalar) or
- *                                                 f<value> (an fp32 scalar)
+ *   <name> <file.so> <gx> <gy> <gz> <args...>     where an arg is  b<bytes>  (a buffer of fp32 values in
+ *                                                 [0, 1)), h<bytes> (fp16 values in [0.5, 1)), z<bytes>
+ *                                                 (zeros: locks, counters), i<value> (an int32 scalar)
+ *                                                 or f<value> (an fp32 scalar)
  *
  *   cc -O2 bench/kernel_scaling.c cpp/grid.c cpp/fault_guard.c cpp/device_io.c cpp/profile_buffers.c \
  *      cpp/openmp_team.c -Icpp -rdynamic -ldl -lpthread -lm -o kernel_scaling && ./kernel_scaling manifest.txt 16
@@ -40,10 +41,15 @@ static double now(void) {
 
 /* Buffers hold small positive floats (as float32 or as raw bytes for other types): no NaNs or overflow
  * that would change the kernels' speed. */
-static void *make_buffer(size_t bytes) {
-    float *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+/* kind 'b': fp32 values in [0, 1); 'h': fp16 values in [0.5, 1) (fp32's halves would hold NaNs and
+ * subnormals); 'z': zeros. */
+static void *make_buffer(char kind, size_t bytes) {
+    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!p) { perror("aligned_alloc"); exit(1); }
-    for (size_t i = 0; i < bytes / sizeof(float); i++) p[i] = (float)((i * 2654435761u) % 1000) / 1000.0f;
+    memset(p, 0, bytes);
+    for (size_t i = 0; kind == 'b' && i < bytes / 4; i++) ((float *)p)[i] = (float)((i * 2654435761u) % 1000) / 1000.0f;
+    /* 0x3800 + x: 0.5 .. 1 in fp16 steps (exponent -1, mantissa x < 1024) */
+    for (size_t i = 0; kind == 'h' && i < bytes / 2; i++) ((uint16_t *)p)[i] = (uint16_t)(0x3800 + (i * 2654435761u) % 1024);
     return p;
 }
 
@@ -60,7 +66,7 @@ static int parse(char *line, const char *dir, kernel_t *k) {
     k->n_args = 0;
     while ((tok = strtok_r(NULL, " \t\n", &save)) && k->n_args < MAX_ARGS) {
         int i = k->n_args++;
-        if (tok[0] == 'b') k->slots[i] = (uint64_t)(uintptr_t)make_buffer(strtoull(tok + 1, NULL, 10));
+        if (strchr("bhz", tok[0])) k->slots[i] = (uint64_t)(uintptr_t)make_buffer(tok[0], strtoull(tok + 1, NULL, 10));
         else if (tok[0] == 'f') { float v = strtof(tok + 1, NULL); k->slots[i] = 0; memcpy(&k->slots[i], &v, 4); }
         else k->slots[i] = (uint64_t)(uint32_t)atoi(tok + 1);
         k->args[i] = &k->slots[i];

@@ -50,6 +50,55 @@ def kernels():
     yield ("erf fp32 1M (cache-resident)",
            lambda: elementwise_math_kernel.warmup(y, torch.empty_like(y), 4096, 0.5, BLOCK=4096, OP="erf", grid=(4,)),
            (n // 4096, 1, 1), [f"b{4 * n}"] * 2 + [f"i{n}", "f0.5"])
+    yield from layer_norm_backward_kernels()
+
+
+TUTORIALS = os.path.join(ROOT, "..", "shared", "conformance", "triton-tutorials")
+
+
+def tutorial_kernels(path: str) -> dict:
+    """The @triton.jit functions of a tutorial, by name, defined from its own file where it lies: only its
+    imports and those functions run, not the tests and benchmarks at its top level."""
+    import ast
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+
+    def jitted(node):
+        return isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list)
+    kept = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) or jitted(n)]
+    names = {"__name__": "tutorial_kernels", "__file__": path}
+    exec(compile(ast.Module(body=kept, type_ignores=[]), path, "exec"), names)
+    return {n.name: names[n.name] for n in kept if isinstance(n, ast.FunctionDef)}
+
+
+def layer_norm_backward_kernels():
+    """Tutorial 05's backward (its two kernels, the launches its `backward` makes) on M = 4096 fp16 rows
+    of N = 1024 and 1536, its benchmark's shape: dx with the partial dw/db sums under locks, then their
+    column sums. The locks start at zero and are zero again after every launch; the partial sums start at
+    zero and, launch after launch, keep adding (values do not change the time)."""
+    import torch
+    import triton
+    path = os.path.join(TUTORIALS, "05-layer-norm.py")
+    if not os.path.exists(path):
+        return
+    kernels = tutorial_kernels(path)
+    dx_fused, dwdb = kernels["_layer_norm_bwd_dx_fused"], kernels["_layer_norm_bwd_dwdb"]
+    m = 4096
+    h = torch.rand(64, 64).half()
+    v = torch.rand(64)
+    for n in (1024, 1536):
+        group = 256 if n <= 1024 else 128                  # the tutorial's GROUP_SIZE_M
+        block = triton.next_power_of_2(n)                  # its forward's BLOCK_SIZE
+        lock = torch.zeros(2 * group, dtype=torch.int32)
+        yield (f"layer-norm backward fp16 {m}x{n} (dx and partial sums)",
+               lambda group=group, block=block, lock=lock: dx_fused.warmup(
+                   h, h, h, h, h, h[0], v, v, lock, 64, 64, GROUP_SIZE_M=group, BLOCK_SIZE_N=block, grid=(4,)),
+               (m, 1, 1), [f"h{2 * m * n}", f"h{2 * m * n}", f"z{2 * group * n}", f"z{2 * group * n}", f"h{2 * m * n}",
+                           f"h{2 * n}", f"b{4 * m}", f"b{4 * m}", f"z{8 * group}", f"i{n}", f"i{n}"])
+        yield (f"layer-norm backward fp16 {m}x{n} (dw and db)",
+               lambda: dwdb.warmup(h, h, h[0], h[0], 64, 64, BLOCK_SIZE_M=32, BLOCK_SIZE_N=128, grid=(1,)),
+               (triton.cdiv(n, 128), 1, 1), [f"h{2 * group * n}", f"h{2 * group * n}", f"h{2 * n}", f"h{2 * n}",
+                                            f"i{group}", f"i{n}"])
 
 
 def matmul_kernels():
