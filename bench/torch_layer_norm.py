@@ -11,19 +11,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import torch
 
-
-def best_ms(fn, reps: int = 20) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best * 1e3
+from torch_matmul import best_ms, thread_counts     # bench/, on sys.path as the script's own folder
 
 
 def backward(m: int, n: int):
@@ -38,20 +29,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("threads", nargs="?", default=str(os.cpu_count()))
     args = parser.parse_args()
-    if "," in args.threads:
-        counts = [int(t) for t in args.threads.split(",")]
-    else:
-        counts, t = [], 1
-        while t <= int(args.threads):
-            counts.append(t)
-            t *= 2
+    counts = thread_counts(args.threads)
     print(f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}")
     print("| product | threads | ms |\n|---|---|---|")
     for n in (1024, 1536):
         fn = backward(4096, n)
         for threads in counts:
             torch.set_num_threads(threads)
-            print(f"| torch layer-norm backward fp16 4096x{n} | {threads} | {best_ms(fn):.3f} |", flush=True)
+            print(f"| torch layer-norm backward fp16 4096x{n} | {threads} | {best_ms(fn, reps=20):.3f} |", flush=True)
 
 
 if __name__ == "__main__":

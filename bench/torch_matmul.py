@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--spine", help="kernel_scaling.py --matmul directories (comma-separated) to alternate with")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    counts = _thread_counts(args.threads)
+    counts = thread_counts(args.threads)
     if args.spine:
         side_by_side(args.spine.split(","), counts, args.rounds)
         return
@@ -93,7 +93,7 @@ def side_by_side(directories: list, counts: list, rounds: int) -> None:
               + f" | {best:.3f} | {ratios} |")
 
 
-def _thread_counts(text: str) -> list:
+def thread_counts(text: str) -> list:
     """"16" -> 1, 2, 4, 8, 16 (kernel_scaling's counts); "1,16" -> those."""
     if "," in text:
         return [int(t) for t in text.split(",")]
