@@ -36,6 +36,7 @@ from .streaming_stores import stream_stores
 from .window_reads import read_windows_in_place
 from .written_tiles import read_written_tiles_as_edge_tiles
 from .unread_stores import drop_unread_stores
+from .recomputed_tiles import recompute_tiles
 from . import parallel_loops
 
 # No cse before fusion: it would merge the per-use copies of materialised masks and index tensors into one
@@ -297,6 +298,8 @@ LLIR_PIPELINE = (
          "(loop_splitting.py)", _on_module(split_loops_at_bounds)),
     Pass("drop-unread-stores", "stores into local buffers at lanes no load reads are dropped, and loads of "
          "what the same iteration stored take the value (unread_stores.py)", _on_module(drop_unread_stores)),
+    Pass("recompute-tiles", "a tile whose every read can compute it again from read-only memory is recomputed "
+         "there, and its buffer goes (recomputed_tiles.py)", _on_module(recompute_tiles)),
     Pass("expand-math", "f32 exp, log, erf, tanh, sin, cos, pow as polynomials (math_expansion.py)", _expand_math),
     Pass("bf16-as-integers", "bf16 arithmetic in f32, conversions as integer ops", upstream(BF16_TO_INTEGER_OPS),
          _has_bf16),
