@@ -163,7 +163,10 @@ def _may_write(op) -> bool:
 
 def _recipe(store, buffer, read_only: set) -> Optional[_Recipe]:
     """How the store's value is computed, if it qualifies (the module's docstring)."""
-    _, (index,) = accessed(store)
+    _, indices = accessed(store)
+    if len(indices) != 1:
+        return None                  # through a view of one lane
+    index = indices[0]
     loop = _loop_of(index)
     if loop is None or not _runs_once_per_buffer(loop, buffer) or store.parent != loop:
         return None
@@ -175,10 +178,10 @@ def _recipe(store, buffer, read_only: set) -> Optional[_Recipe]:
             return value == index or not inside(value.owner.owner, loop)
         if not inside(op, loop) or op in seen:
             return True
-        if op.parent != loop or not _cheap(op, loop, index, read_only):
+        if op.parent != loop or not _cheap(op, read_only):
             return False
         seen.add(op)
-        if not all(take(v) for v in op.operands) or not all(take(v) for v in _used_in_regions(op, loop)):
+        if not all(take(v) for v in op.operands) or not all(take(v) for v in _used_in_regions(op)):
             return False
         ops.append(op)
         return len(ops) <= MAX_OPS
@@ -187,13 +190,13 @@ def _recipe(store, buffer, read_only: set) -> Optional[_Recipe]:
     return _Recipe(loop, value, ops) if take(value) else None
 
 
-def _cheap(op, loop, index, read_only: set) -> bool:
+def _cheap(op, read_only: set) -> bool:
     """Whether `op` may be computed again: cheap arithmetic, a view, a load of read-only memory, or an
     scf.if whose branches hold only such operations (a masked load)."""
     if op.name == "memref.load":
         return through_views(op.operands[0]) in read_only
     if op.name == "scf.if":
-        return all(inner.name == "scf.yield" or _cheap(inner, loop, index, read_only)
+        return all(inner.name == "scf.yield" or _cheap(inner, read_only)
                    for inner in _nested(op))
     return (op.name.startswith("arith.") and op.name not in _DEAR) or op.name in _VIEWS
 
@@ -202,12 +205,12 @@ def _nested(op) -> list:
     return [inner.operation for region in op.regions for block in region.blocks for inner in block.operations]
 
 
-def _used_in_regions(op, loop) -> list:
+def _used_in_regions(op) -> list:
     """The values the operations in `op`'s regions use that are defined outside `op`."""
     found = []
     for inner in _nested(op):
         found += [v for v in inner.operands if not _defined_in(v, op)]
-        found += _used_in_regions(inner, loop)
+        found += _used_in_regions(inner)
     return found
 
 
@@ -218,8 +221,10 @@ def _defined_in(value, op) -> bool:
 
 def _unreadable(load, store, recipe: _Recipe, buffer) -> str:
     """Why `load` cannot compute its element again, or "" when it can."""
-    _, (index,) = accessed(load)
-    loop = _loop_of(index)
+    _, indices = accessed(load)
+    if len(indices) != 1:
+        return "a read through a view of one lane"
+    loop = _loop_of(indices[0])
     root = through_views(accessed(load)[0])
     if root != buffer.results[0] and _choice(root, buffer.results[0]) is None:
         return "a read through views of a buffer's select"
@@ -255,7 +260,7 @@ def _recompute_at(load, recipe: _Recipe, tile) -> None:
             clone = op.clone(ip=ir.InsertionPoint.current)
             _remap(clone, mapped)
             mapped.update(zip(op.results, clone.results))
-        value = mapped[recipe.value]
+        value = mapped.get(recipe.value, recipe.value)     # defined before the loop: as it is
         root = through_views(source)
         if root != tile:
             select, ours = _choice(root, tile)

@@ -85,6 +85,27 @@ def test_a_tile_read_after_its_loop_is_computed_again_there():
     """)
 
 
+def test_a_tile_of_a_value_from_before_its_loop_is_read_as_that_value():
+    """A scalar broadcast into the tile lane by lane: each read takes the scalar itself, nothing is cloned."""
+    text, note = recompute(before="%h = arith.mulf %m, %m : f32", value="")
+    assert note is None
+    filecheck(text, """
+    CHECK: %[[H:[a-z0-9_]+]] = arith.mulf %arg5, %arg5 : f32
+    CHECK: memref.load %alloca_0[] : memref<f32>
+    CHECK: scf.for
+    CHECK-NOT: memref.load %alloca[
+    CHECK:   arith.mulf %[[H]], %{{.*}}
+    """)
+
+
+def test_a_read_through_a_view_of_one_lane_keeps_the_tile():
+    read = ("%one = memref.subview %tile[0] [1] [1] : memref<64xf32> to memref<f32, strided<[]>>\n"
+            "  %t = memref.load %one[] : memref<f32, strided<[]>>\n  memref.store %t, %out[%c0] : memref<?xf32>")
+    assert recompute(read=read)[1] == ("gave up on 1 of 1 tiles computed from read-only memory "
+                                       "(first: a read through a view of one lane)")
+    assert stores_kept(read=read)
+
+
 def test_a_masked_load_is_computed_again_at_the_readers_lane():
     """The scf.if around a masked load is cloned with its condition and its load at the read's index."""
     masked = ("%in = arith.cmpi ult, %i, %n : index\n"
