@@ -20,9 +20,10 @@ memory that nothing writes during the launch, the read does, and the tile goes:
     }                                                     (uses of %t)
                                                         }
 
-What qualifies:
+What qualifies (in a function whose tiles together take more than ROOM_BYTES, a small L1: where they fit,
+reading a tile back costs no more than computing it again):
 - the tile: a local rank-1 buffer that one store writes and only loads read (through views from its first
-  element; unread_stores._accesses), and no store reaches through a select of it and another buffer.
+  element; unread_stores.tile_accesses), and no store reaches through a select of it and another buffer.
 - the store: in an scf.for at its induction variable, the loop running once each time the buffer is defined.
   Its value is computed in the loop's body, in at most MAX_OPS operations, from constants, values defined
   before the loop, the induction variable, and loads. Those loads may sit in scf.if branches, as a masked
@@ -48,9 +49,16 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..ir_names import DISJOINT_ARGUMENTS
-from ..ir_walk import accessed, ancestor_in_block, ancestors, collect_ops, defining_op, inside, through_views
-from .unread_stores import _accesses, _at_most, _lanes, _local_rank_one_buffer, _loop_of, _runs_once_per_buffer
+from ..ir_types import bits
+from ..ir_walk import accessed, ancestor_in_block, collect_ops, defining_op, inside, through_views
+from .unread_stores import tile_accesses, at_most, lanes, local_rank_one_buffer, loop_of, runs_once_per_buffer
 
+# Tiles are recomputed only in a function whose local rank-1 buffers together take more than this: the
+# L1 data cache of the smallest cores targeted (SpacemiT X60, AMD Zen 3: 32 KiB). Where they fit, reading
+# a tile back is no slower than computing it again: tutorial 05's dx kernel in 1024-lane tiles (five of
+# 4 KiB) ran 10-20 % slower recomputed on a Sapphire Rapids Xeon, one thread, and in 2048-lane tiles
+# (five of 8 KiB) 22 % faster (bench/RESULTS.md).
+ROOM_BYTES = 32 << 10
 MAX_OPS = 16      # operations a recomputed value may take (each read runs them again)
 MAX_READS = 2     # reads of one tile that may each recompute it
 # what a recomputed value may be made of besides loads of read-only memory: cheap arithmetic
@@ -74,9 +82,10 @@ def recompute_tiles(module) -> Optional[str]:
     refused, candidates = [], 0
     for function in collect_ops(module, lambda op: op.name == "func.func"):
         read_only = _read_only_arguments(function)
-        if not read_only:
+        buffers = collect_ops(function, local_rank_one_buffer)
+        if not read_only or _bytes(buffers) <= ROOM_BYTES:
             continue
-        for buffer in collect_ops(function, _local_rank_one_buffer):
+        for buffer in buffers:
             reason = _recompute(buffer, read_only)
             if reason is not None:
                 candidates += 1
@@ -87,11 +96,22 @@ def recompute_tiles(module) -> Optional[str]:
     return None
 
 
+def _bytes(buffers) -> int:
+    """What the buffers of static shape take together."""
+    from mlir import ir
+    total = 0
+    for buffer in buffers:
+        ty = ir.MemRefType(buffer.results[0].type)
+        if ty.has_static_shape:
+            total += ty.shape[0] * bits(ty.element_type) // 8
+    return total
+
+
 def _recompute(buffer, read_only: set) -> Optional[str]:
     """None when `buffer` is no candidate (no single store of a value computed from read-only memory), ""
     when it was recomputed at its reads, else why not."""
     tile = buffer.results[0]
-    accesses = _accesses(tile)
+    accesses = tile_accesses(tile)
     if accesses is None or len(accesses[0]) != 1 or _stored_through_select(tile):
         return None
     store, loads = accesses[0][0].operation, [load.operation for load in accesses[1]]
@@ -167,8 +187,8 @@ def _recipe(store, buffer, read_only: set) -> Optional[_Recipe]:
     if len(indices) != 1:
         return None                  # through a view of one lane
     index = indices[0]
-    loop = _loop_of(index)
-    if loop is None or not _runs_once_per_buffer(loop, buffer) or store.parent != loop:
+    loop = loop_of(index)
+    if loop is None or not runs_once_per_buffer(loop, buffer) or store.parent != loop:
         return None
     ops, seen = [], set()
 
@@ -224,19 +244,19 @@ def _unreadable(load, store, recipe: _Recipe, buffer) -> str:
     _, indices = accessed(load)
     if len(indices) != 1:
         return "a read through a view of one lane"
-    loop = _loop_of(indices[0])
+    loop = loop_of(indices[0])
     root = through_views(accessed(load)[0])
     if root != buffer.results[0] and _choice(root, buffer.results[0]) is None:
         return "a read through views of a buffer's select"
     if loop is None:
         return "a read not at a loop's induction variable"
-    if not _runs_once_per_buffer(loop, buffer):
+    if not runs_once_per_buffer(loop, buffer):
         return "a read in a loop nested in another"
     after = ancestor_in_block(load, recipe.loop.block)
     if after is None or not _is_after(after, recipe.loop):
         return "a read not after the loop that stores the tile"
-    stored, read = _lanes(store, buffer), _lanes(load, buffer)
-    if not (_at_most(stored[0], read[0]) and _at_most(read[1], stored[1])):
+    stored, read = lanes(store, buffer), lanes(load, buffer)
+    if not (at_most(stored[0], read[0]) and at_most(read[1], stored[1])):
         return "a read of lanes the store may not write"
     return ""
 

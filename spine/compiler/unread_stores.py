@@ -60,16 +60,16 @@ def _drop_in(function) -> None:
     a load feeding only unneeded stores (a partial sum's tail added to itself) is not."""
     writers = {}                        # load -> the stores whose lanes it may read
     candidates = set()
-    for buffer in collect_ops(function, _local_rank_one_buffer):
-        accesses = _accesses(buffer.results[0])
+    for buffer in collect_ops(function, local_rank_one_buffer):
+        accesses = tile_accesses(buffer.results[0])
         if accesses is None:
             continue
         stores, loads = accesses
         candidates.update(stores)
-        lanes = {store: _lanes(store, buffer) for store in stores}
+        written = {store: lanes(store, buffer) for store in stores}
         for load in loads:
-            read = _lanes(load, buffer)
-            writers.setdefault(load, []).extend(x for x in stores if not _disjoint(lanes[x], read))
+            read = lanes(load, buffer)
+            writers.setdefault(load, []).extend(x for x in stores if not _disjoint(written[x], read))
     needed, work = set(), []
 
     def need(op):
@@ -91,7 +91,7 @@ def _drop_in(function) -> None:
         store.erase()
 
 
-def _local_rank_one_buffer(op) -> bool:
+def local_rank_one_buffer(op) -> bool:
     from mlir import ir
     return op.name in _BUFFERS and ir.MemRefType(op.results[0].type).rank == 1
 
@@ -147,7 +147,7 @@ def _is_local(memref) -> bool:
     return op is not None and op.name in _BUFFERS
 
 
-def _accesses(buffer) -> Optional[tuple]:
+def tile_accesses(buffer) -> Optional[tuple]:
     """([stores into `buffer` or its views], [loads of it, its views and selects of it]), or None when
     another operation uses any of them (a call, a copy, a yield: then anything may read it). A store
     through a select may write another buffer too, and is not among the stores."""
@@ -185,7 +185,7 @@ def _from_first(subview) -> bool:
     return list(offsets) == [0] and list(strides) == [1]
 
 
-def _lanes(access, buffer) -> tuple:
+def lanes(access, buffer) -> tuple:
     """(first, end) of the lanes `access` can reach, as index values or ints, or _EVERYWHERE."""
     _, indices = accessed(access)
     if len(indices) != 1:
@@ -194,13 +194,13 @@ def _lanes(access, buffer) -> tuple:
     constant = constant_int(index)
     if constant is not None:
         return constant, constant + 1
-    loop = _loop_of(index)
-    if loop is None or not _runs_once_per_buffer(loop, buffer):
+    loop = loop_of(index)
+    if loop is None or not runs_once_per_buffer(loop, buffer):
         return _EVERYWHERE
     return loop.operands[0], loop.operands[1]
 
 
-def _loop_of(index):
+def loop_of(index):
     """The scf.for whose induction variable `index` is, or None."""
     from mlir import ir
     if not isinstance(index.owner, ir.Block) or ir.BlockArgument(index).arg_number != 0:
@@ -209,7 +209,7 @@ def _loop_of(index):
     return loop.operation if loop is not None and loop.operation.name == "scf.for" else None
 
 
-def _runs_once_per_buffer(loop, buffer) -> bool:
+def runs_once_per_buffer(loop, buffer) -> bool:
     """Whether no loop lies between `loop` and the block that defines `buffer`: then the loop's bounds are
     the same each time the buffer's lanes are reached."""
     home = buffer.parent
@@ -224,10 +224,10 @@ def _runs_once_per_buffer(loop, buffer) -> bool:
 def _disjoint(a: tuple, b: tuple) -> bool:
     if a is _EVERYWHERE or b is _EVERYWHERE:
         return False
-    return _at_most(a[1], b[0]) or _at_most(b[1], a[0])
+    return at_most(a[1], b[0]) or at_most(b[1], a[0])
 
 
-def _at_most(x, y) -> bool:
+def at_most(x, y) -> bool:
     """Whether x <= y always: the same value once clamps that cannot change them are off, or by their
     intervals."""
     if not isinstance(x, int) and not isinstance(y, int) and _without_redundant_clamps(x) == _without_redundant_clamps(y):

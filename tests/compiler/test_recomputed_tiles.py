@@ -50,11 +50,13 @@ READ = """scf.for %j = %c0 to %n step %c1 {
   }"""
 
 
-def source(value: str = PRODUCT, read: str = READ, before: str = "", attributes: bool = True) -> str:
+def source(value: str = PRODUCT, read: str = READ, before: str = "", attributes: bool = True,
+           lanes: int = 16384) -> str:
+    """The function, its tiles `lanes` wide (64 KiB each by default: more than a small L1 together)."""
     text = TILE.replace("VALUE", value).replace("READ", read).replace("BEFORE", before)
     if not attributes:
         text = text.replace("attributes {spine.disjoint_arguments = array<i64: 0, 1>}", "")
-    return text
+    return text.replace("64xf32", f"{lanes}xf32").replace("[0] [64] [1]", f"[0] [{lanes}] [1]")
 
 
 def recompute(**changes) -> tuple:
@@ -85,6 +87,12 @@ def test_a_tile_read_after_its_loop_is_computed_again_there():
     """)
 
 
+def test_tiles_that_fit_a_small_l1_together_are_read_back():
+    """Two 64-lane tiles: reading them back costs no more than computing them again."""
+    assert recompute(lanes=64)[1] is None
+    assert stores_kept(lanes=64)
+
+
 def test_a_tile_of_a_value_from_before_its_loop_is_read_as_that_value():
     """A scalar broadcast into the tile lane by lane: each read takes the scalar itself, nothing is cloned."""
     text, note = recompute(before="%h = arith.mulf %m, %m : f32", value="")
@@ -99,7 +107,7 @@ def test_a_tile_of_a_value_from_before_its_loop_is_read_as_that_value():
 
 
 def test_a_read_through_a_view_of_one_lane_keeps_the_tile():
-    read = ("%one = memref.subview %tile[0] [1] [1] : memref<64xf32> to memref<f32, strided<[]>>\n"
+    read = ("%one = memref.subview %tile[0] [1] [1] : memref<16384xf32> to memref<f32, strided<[]>>\n"
             "  %t = memref.load %one[] : memref<f32, strided<[]>>\n  memref.store %t, %out[%c0] : memref<?xf32>")
     assert recompute(read=read)[1] == ("gave up on 1 of 1 tiles computed from read-only memory "
                                        "(first: a read through a view of one lane)")
@@ -143,7 +151,7 @@ def test_a_read_through_a_select_of_the_tile_and_another_buffer_selects_the_reco
     CHECK: scf.for %[[J:[a-z0-9_]+]] = %c0 to %arg4
     CHECK:   %[[D:[a-z0-9_]+]] = arith.subf %{{.*}}, %arg5
     CHECK:   %[[H:[a-z0-9_]+]] = arith.mulf %[[D]], %{{.*}}
-    CHECK:   %[[V:[a-z0-9_]+]] = memref.subview %alloca_1[0] [64] [1]
+    CHECK:   %[[V:[a-z0-9_]+]] = memref.subview %alloca_1[0] [16384] [1]
     CHECK:   %[[O:[a-z0-9_]+]] = memref.load %[[V]][%[[J]]]
     CHECK:   %[[T:[a-z0-9_]+]] = arith.select %arg6, %[[O]], %[[H]] : f32
     CHECK:   arith.mulf %[[T]], %{{.*}}
@@ -167,7 +175,7 @@ def test_tiles_that_are_not_computed_from_read_only_memory_alone_stay_silently(c
 
 @pytest.mark.parametrize("changes, why", [
     ({"read": READ.replace("%t = memref.load %tile[%j]",
-                           "%a = memref.subview %tile[0] [32] [1] : memref<64xf32> to memref<32xf32, strided<[1]>>\n"
+                           "%a = memref.subview %tile[0] [32] [1] : memref<16384xf32> to memref<32xf32, strided<[1]>>\n"
                            "    %b = memref.subview %other[0] [32] [1] : memref<64xf32> to memref<32xf32, strided<[1]>>\n"
                            "    %e = arith.select %flag, %a, %b : memref<32xf32, strided<[1]>>\n"
                            "    %t = memref.load %e[%j]").replace("memref<64xf32>\n    %r", "memref<32xf32, strided<[1]>>\n    %r")},
@@ -202,35 +210,38 @@ def norm_backward_kernel(X, DY, W, DX, Mean, Rstd, N, BLOCK: tl.constexpr):
     tl.store(DX + row * N + cols, (wdy - (xhat * c1 + c2)) * rstd, mask=mask)
 
 
-@pytest.mark.parametrize("n", [1, 13, 100, 128])
+@pytest.mark.parametrize("n", [1, 100, 5000, 8192])
 def test_a_norm_backward_with_recomputed_tiles_matches_torch(target, n):
-    rows = 5
+    """8192-lane tiles (32 KiB each), which the pass recomputes, on rows shorter than them and as long."""
+    rows = 3
     x, dy, w = torch.randn(rows, n), torch.randn(rows, n), torch.randn(n)
     mean, rstd = x.mean(1), torch.rand(rows) + 0.5
     dx = torch.empty(rows, n)
-    norm_backward_kernel[(rows,)](x, dy, w, dx, mean, rstd, n, BLOCK=128)
+    norm_backward_kernel[(rows,)](x, dy, w, dx, mean, rstd, n, BLOCK=8192)
     xhat, wdy = (x - mean[:, None]) * rstd[:, None], w * dy
     c1 = (xhat * wdy).sum(1, keepdim=True) / n
     c2 = wdy.sum(1, keepdim=True) / n
     torch.testing.assert_close(dx, (wdy - (xhat * c1 + c2)) * rstd[:, None], rtol=1e-5, atol=1e-5)
 
 
-def _tile_stores(text: str) -> int:
-    """Stores into the function's 128-lane f32 buffers."""
+def _tile_stores(text: str, block: int) -> int:
+    """Stores into the function's `block`-lane f32 buffers."""
     import re
-    tiles = re.findall(r"(%\w+) = memref.alloca\(\) \{alignment = 64 : i64\} : memref<128xf32>", text)
+    tiles = re.findall(rf"(%\w+) = memref.alloca\(\) \{{alignment = 64 : i64\}} : memref<{block}xf32>", text)
     return sum(len(re.findall(rf"memref.store %\w+, {tile}\[", text)) for tile in tiles)
 
 
-def test_the_norm_backward_keeps_no_tile_after_the_pass(fresh_cache):
+@pytest.mark.parametrize("block, recomputed", [(8192, True), (128, False)])
+def test_the_norm_backward_keeps_its_tiles_only_where_they_fit_a_small_l1(fresh_cache, block, recomputed):
     from spine.compiler.lower import LoweringChoices, lower_with_record
     signature = {name: "*fp32" for name in ("X", "DY", "W", "DX", "Mean", "Rstd")}
     signature.update(N="i32", BLOCK="constexpr")
-    compiled = triton.compile(ASTSource(norm_backward_kernel, signature, {(7,): 128}),
+    compiled = triton.compile(ASTSource(norm_backward_kernel, signature, {(7,): block}),
                               target=GPUTarget("cpu", "host", 1))
     after = {}
     _, record = lower_with_record(compiled.asm["linalg"], LoweringChoices(),
                                   dump=lambda index, name, text: after.__setitem__(name, text))
-    assert ("recompute-tiles", "changed") in record.outcomes
-    assert _tile_stores(after["drop-unread-stores"]) == 2       # xhat and w * dy
-    assert _tile_stores(after["recompute-tiles"]) == 0
+    assert _tile_stores(after["drop-unread-stores"], block) == 2       # xhat and w * dy
+    assert ("recompute-tiles", "changed" if recomputed else "unchanged") in record.outcomes
+    if recomputed:
+        assert _tile_stores(after["recompute-tiles"], block) == 0
