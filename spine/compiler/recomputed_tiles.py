@@ -112,8 +112,8 @@ def _recompute(buffer, read_only: set) -> Optional[str]:
     when it was recomputed at its reads, else why not."""
     tile = buffer.results[0]
     accesses = tile_accesses(tile)
-    if accesses is None or len(accesses[0]) != 1 or _stored_through_select(tile):
-        return None
+    if accesses is None or len(accesses[0]) != 1 or accesses[2]:
+        return None          # not one store, or one through a select that may write the tile
     store, loads = accesses[0][0].operation, [load.operation for load in accesses[1]]
     recipe = _recipe(store, buffer, read_only)
     if recipe is None:
@@ -130,23 +130,6 @@ def _recompute(buffer, read_only: set) -> Optional[str]:
         _recompute_at(load, recipe, tile)
     store.erase()      # what reads it now is only what feeds nothing (LLVM drops both)
     return ""
-
-
-def _stored_through_select(tile) -> bool:
-    """Whether a store may write `tile` through a select of it and another buffer (or a view of one)."""
-    pending, seen = [(tile, True)], set()
-    while pending:
-        value, plain = pending.pop()
-        if value in seen:
-            continue
-        seen.add(value)
-        for use in value.uses:
-            user = use.owner.operation
-            if user.name == "memref.store" and use.operand_number == 1 and not plain:
-                return True
-            if user.name in _VIEWS or user.name == "arith.select":
-                pending.append((user.results[0], plain and user.name != "arith.select"))
-    return False
 
 
 def _feeds_nothing(op, depth: int = 8) -> bool:
@@ -241,11 +224,11 @@ def _defined_in(value, op) -> bool:
 
 def _unreadable(load, store, recipe: _Recipe, buffer) -> str:
     """Why `load` cannot compute its element again, or "" when it can."""
-    _, indices = accessed(load)
+    source, indices = accessed(load)
     if len(indices) != 1:
         return "a read through a view of one lane"
     loop = loop_of(indices[0])
-    root = through_views(accessed(load)[0])
+    root = through_views(source)
     if root != buffer.results[0] and _choice(root, buffer.results[0]) is None:
         return "a read through views of a buffer's select"
     if loop is None:

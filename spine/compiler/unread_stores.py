@@ -64,7 +64,7 @@ def _drop_in(function) -> None:
         accesses = tile_accesses(buffer.results[0])
         if accesses is None:
             continue
-        stores, loads = accesses
+        stores, loads, _ = accesses
         candidates.update(stores)
         written = {store: lanes(store, buffer) for store in stores}
         for load in loads:
@@ -148,10 +148,11 @@ def _is_local(memref) -> bool:
 
 
 def tile_accesses(buffer) -> Optional[tuple]:
-    """([stores into `buffer` or its views], [loads of it, its views and selects of it]), or None when
-    another operation uses any of them (a call, a copy, a yield: then anything may read it). A store
-    through a select may write another buffer too, and is not among the stores."""
-    stores, loads, pending, seen = [], [], [(buffer, True)], set()
+    """([stores into `buffer` or its views], [loads of it, its views and selects of it], [stores through
+    selects of it]), or None when another operation uses any of them (a call, a copy, a yield: then
+    anything may read it). A store through a select may write another buffer too: it is not among the
+    first stores."""
+    stores, loads, selected, pending, seen = [], [], [], [(buffer, True)], set()
     while pending:
         value, plain = pending.pop()
         if value in seen:
@@ -163,8 +164,7 @@ def tile_accesses(buffer) -> Optional[tuple]:
             if name == "memref.load":
                 loads.append(user)
             elif name == "memref.store" and use.operand_number == 1:
-                if plain:
-                    stores.append(user)
+                (stores if plain else selected).append(user)
             elif name == "memref.dealloc":
                 continue
             elif name == "memref.cast" or (name == "memref.subview" and _from_first(user)):
@@ -173,7 +173,7 @@ def tile_accesses(buffer) -> Optional[tuple]:
                 pending.append((user.results[0], False))
             else:
                 return None
-    return stores, loads
+    return stores, loads, selected
 
 
 def _from_first(subview) -> bool:
