@@ -85,6 +85,11 @@ static __thread int grid_thread_index;
 
 int spine_grid_thread_index(void) { return grid_thread_index; }
 
+/* Counts launches, under pool_lock; read by kernels while their launch runs. */
+static _Atomic uint64_t launch_number;
+
+uint64_t spine_grid_launch_number(void) { return atomic_load_explicit(&launch_number, memory_order_relaxed); }
+
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;  /* one launch at a time */
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work_ready = PTHREAD_COND_INITIALIZER;
@@ -469,6 +474,7 @@ int spine_run_grid_ex(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, in
         return SPINE_GRID_POISONED;
     }
     atomic_store_explicit(&launch_threads, requested, memory_order_relaxed);
+    atomic_fetch_add_explicit(&launch_number, 1, memory_order_relaxed);   /* helpers see it with the launch */
     if (guard_faults) {
         int64_t timeout = atomic_load_explicit(&kernel_timeout_ns, memory_order_relaxed);
         /* Handlers installed behind our back (by C code: Python's are seen at once, see native.py) are

@@ -43,6 +43,10 @@ int spine_grid_launch_threads(void);
  * SPINE_KERNEL_TIMEOUT); it applies from the next launch on. */
 void spine_grid_set_timeout_ns(int64_t nanoseconds);
 
+/* The launch running now (or the last one): 1 for a process's first, one more for each after it. What a
+ * kernel keeps for the rest of a launch (shared_panels.h) is kept under this number. */
+uint64_t spine_grid_launch_number(void);
+
 /* Which thread of the grid this is: 0 for the thread that launches, k for the pool's k-th worker. */
 int spine_grid_thread_index(void);
 

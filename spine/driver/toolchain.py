@@ -18,7 +18,7 @@ CPP_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 GUEST_ZIG_TARGET = "riscv64-linux-gnu.2.36"
 # Built into both the host runtime and the guest kernel server.
 SHARED_SOURCES = ("grid.c", "fault_guard.c", "device_io.c", "profile_buffers.c", "parallel_loops.c",
-                  "core_placement.c", "openmp_team.c")
+                  "core_placement.c", "openmp_team.c", "shared_panels.c")
 # The kernel server's, for QEMU and for boards.
 SERVER_SOURCES = ("kernel_server.c", "matrix_emulation.c") + SHARED_SOURCES
 

@@ -1,0 +1,108 @@
+"""The packed panels a thread keeps for the rest of a launch (cpp/shared_panels.c), called through the host
+runtime as a kernel calls it: the first request for a source and packing is to be packed, later ones in the
+same launch on the same thread find it (the lowest bit of the answer), a new launch or another thread finds
+nothing, buffers are 64-byte aligned and their contents stay; past the slots or the byte budget the panel
+asked for longest ago goes."""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import pytest
+
+from spine.driver.toolchain import host_runtime_library
+
+ENTRY = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), *([ctypes.c_int32] * 6))
+SLOTS, BUDGET = 64, 8 << 20          # cpp/shared_panels.h
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    lib = ctypes.CDLL(host_runtime_library(), mode=ctypes.RTLD_GLOBAL)
+    lib.spine_shared_panel.argtypes = [ctypes.c_uint64] * 5
+    lib.spine_shared_panel.restype = ctypes.c_uint64
+    lib.spine_host_run_grid.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int32] * 4 + [ctypes.c_int64]
+    lib.spine_grid_launch_number.restype = ctypes.c_uint64
+    return lib
+
+
+def _launch(runtime, programs: int = 1, threads: int = 1, body=lambda pid: None) -> None:
+    entry = ENTRY(lambda args, x, y, z, nx, ny, nz: body(x))
+    assert runtime.spine_host_run_grid(ctypes.cast(entry, ctypes.c_void_p), None, programs, 1, 1, threads, 0) == 0
+
+
+def _ask(runtime, source: int, layout: int = 7, bytes_: int = 4096, steps=(256, 1)) -> tuple:
+    got = runtime.spine_shared_panel(source, steps[0], steps[1], layout, bytes_)
+    assert got != 0
+    return got & ~1, bool(got & 1)
+
+
+def test_programs_of_a_launch_on_one_thread_pack_a_source_once(runtime):
+    answers = []
+    _launch(runtime, 3, body=lambda pid: answers.append(_ask(runtime, 0x1000)))
+    (first, packed_before), *later = answers
+    assert not packed_before and first % 64 == 0
+    assert later == [(first, True), (first, True)]
+
+
+def test_a_new_launch_finds_nothing_kept(runtime):
+    before = runtime.spine_grid_launch_number()
+    _launch(runtime, 1, body=lambda pid: _ask(runtime, 0x2000))
+    assert runtime.spine_grid_launch_number() == before + 1
+    seen = []
+    _launch(runtime, 1, body=lambda pid: seen.append(_ask(runtime, 0x2000)))
+    assert not seen[0][1]
+
+
+def test_each_thread_keeps_its_own(runtime):
+    _launch(runtime)
+    here, _ = _ask(runtime, 0x3000)
+    there = []
+    thread = threading.Thread(target=lambda: there.append(_ask(runtime, 0x3000)))
+    thread.start()
+    thread.join()
+    assert there[0][1] is False and there[0][0] != here
+    assert _ask(runtime, 0x3000) == (here, True)
+
+
+def test_the_key_is_the_source_its_strides_and_the_packing(runtime):
+    _launch(runtime)
+    base, _ = _ask(runtime, 0x4000)
+    for other in (dict(source=0x4040), dict(layout=8), dict(steps=(512, 1)), dict(steps=(256, 2))):
+        args = dict(source=0x4000, layout=7, steps=(256, 1)) | other
+        address, found = _ask(runtime, args["source"], args["layout"], steps=args["steps"])
+        assert not found and address != base, other
+    assert _ask(runtime, 0x4000) == (base, True)
+
+
+def test_a_kept_panel_holds_what_was_packed_into_it(runtime):
+    _launch(runtime)
+    address, _ = _ask(runtime, 0x5000, bytes_=256)
+    ctypes.memmove(address, bytes(range(256)), 256)
+    for source in range(0x6000, 0x6000 + 40 * 64, 64):       # other panels between
+        _ask(runtime, source, bytes_=256)
+    again, found = _ask(runtime, 0x5000, bytes_=256)
+    assert found and again == address and ctypes.string_at(address, 256) == bytes(range(256))
+
+
+def test_past_the_slots_the_panel_asked_for_longest_ago_goes(runtime):
+    _launch(runtime)
+    for source in range(SLOTS):
+        _ask(runtime, 0x10000 + 64 * source, bytes_=64)
+    _ask(runtime, 0x10000, bytes_=64)                         # asked for again: now the newest
+    _ask(runtime, 0x90000, bytes_=64)                         # one more: the second goes
+    assert _ask(runtime, 0x10000, bytes_=64)[1]
+    assert not _ask(runtime, 0x10040, bytes_=64)[1]
+
+
+def test_past_the_byte_budget_older_panels_go(runtime):
+    _launch(runtime)
+    quarter = BUDGET // 4
+    for source in range(4):
+        _ask(runtime, 0x20000 + 64 * source, bytes_=quarter)
+    _ask(runtime, 0x30000, bytes_=quarter)                    # a fifth quarter: the first goes
+    assert _ask(runtime, 0x20040, bytes_=quarter)[1]
+    assert not _ask(runtime, 0x20000, bytes_=quarter)[1]
+    huge, found = _ask(runtime, 0x40000, bytes_=2 * BUDGET)  # larger than the budget alone: still given
+    assert not found
+    ctypes.memset(huge + 2 * BUDGET - 64, 1, 64)
