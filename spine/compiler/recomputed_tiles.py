@@ -48,9 +48,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..ir_names import DISJOINT_ARGUMENTS
 from ..ir_types import bits
 from ..ir_walk import accessed, ancestor_in_block, collect_ops, defining_op, inside, through_views
+from .read_only import read_only_arguments
 from .unread_stores import tile_accesses, at_most, lanes, local_rank_one_buffer, loop_of, runs_once_per_buffer
 
 # Tiles are recomputed only in a function whose local rank-1 buffers together take more than this: the
@@ -65,8 +65,6 @@ MAX_READS = 2     # reads of one tile that may each recompute it
 _DEAR = ("arith.divf", "arith.divsi", "arith.divui", "arith.remf", "arith.remsi", "arith.remui",
          "arith.ceildivsi", "arith.ceildivui", "arith.floordivsi")
 _VIEWS = ("memref.subview", "memref.cast", "memref.reinterpret_cast")
-_WRITES = ("memref.store", "memref.atomic_rmw", "memref.generic_atomic_rmw", "memref.copy", "vector.store",
-           "vector.transfer_write", "vector.maskedstore", "vector.scatter")
 
 
 @dataclass
@@ -81,7 +79,7 @@ def recompute_tiles(module) -> Optional[str]:
     """Rewrites every qualifying tile; returns None, or "gave up on ..." for tiles it kept."""
     refused, candidates = [], 0
     for function in collect_ops(module, lambda op: op.name == "func.func"):
-        read_only = _read_only_arguments(function)
+        read_only = read_only_arguments(function)
         buffers = collect_ops(function, local_rank_one_buffer)
         if not read_only or _bytes(buffers) <= ROOM_BYTES:
             continue
@@ -139,29 +137,6 @@ def _feeds_nothing(op, depth: int = 8) -> bool:
         return False
     return all(use.owner.operation.name.startswith("arith.") and _feeds_nothing(use.owner.operation, depth - 1)
                for result in op.results for use in result.uses)
-
-
-def _read_only_arguments(function) -> set:
-    """The function's arguments in DISJOINT_ARGUMENTS that no operation of the function writes through."""
-    from mlir import ir
-    if DISJOINT_ARGUMENTS not in function.attributes:
-        return set()
-    entry = function.regions[0].blocks[0]
-    arguments = {entry.arguments[i] for i in ir.DenseI64ArrayAttr(function.attributes[DISJOINT_ARGUMENTS])}
-    for op in collect_ops(function, _may_write):
-        if op.name.startswith("llvm."):
-            return set()             # memory reached by pointers
-        for root in (through_views(v) for v in op.operands if isinstance(v.type, ir.MemRefType)):
-            owner = defining_op(root)
-            if owner is None and root.owner == entry:
-                arguments.discard(root)
-            elif owner is None or owner.name not in ("memref.alloca", "memref.alloc"):
-                return set()         # a select or a branch's result: it may be any argument
-    return arguments
-
-
-def _may_write(op) -> bool:
-    return op.name in _WRITES or op.name.startswith(("linalg.", "func.call", "llvm."))
 
 
 def _recipe(store, buffer, read_only: set) -> Optional[_Recipe]:
