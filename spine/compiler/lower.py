@@ -21,6 +21,7 @@ from .boolean_buffers import booleans_as_bytes, has_boolean_buffers
 from .buffer_placement import copies_to_linalg, small_tiles_on_stack
 from .byte_dots import byte_dots_on_vnni
 from .carried_products import carried_products_into_destination
+from .shared_panels import share_packed_panels
 from .carried_tiles import update_carried_tiles_in_place
 from .edge_tile_reads import mark_edge_tiles, read_edge_tiles_in_place
 from .loop_fusion import fuse_adjacent_loops
@@ -281,6 +282,8 @@ LLIR_PIPELINE = (
          _on_module(carried_products_into_destination)),
     Pass("products-into-destination", "matrix products accumulate in the destination (products_into_destination.py)",
          _on_module(store_products_in_place)),
+    Pass("share-packed-panels", "a matrix product's B is packed once per launch on each thread where no "
+         "program writes it (shared_panels.py)", _on_module(share_packed_panels)),
     Pass("split-tile-branches", "a branch yielding several independent tiles becomes one per tile "
          "(tile_branches.py)", _on_module(split_tile_branches)),
     Pass("mark-edge-tiles", "the branches that copy an edge tile are marked (edge_tile_reads.py)",

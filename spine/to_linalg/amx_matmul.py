@@ -63,6 +63,7 @@ TYPES = {("i8", "i32"): _Types("i8", "i32", "llvm.x86.tdpbssd.internal"),
          ("bf16", "f32"): _Types("bf16", "f32", "llvm.x86.tdpbf16ps.internal")}
 
 
+SHARES_B = True     # B's panel may be kept for the launch (PackedMatmul.shared_b)
 VIEWS = True      # A and B may be views of larger matrices (any strides)
 
 
@@ -90,14 +91,18 @@ def define(module_body: ir.Block, spec: PackedMatmul) -> None:
     inputs = [spec.a.memref_type(), spec.b.memref_type()]
     inputs += [spec.c_in.memref_type(True)] if spec.c_in else []
     inputs.append(spec.c_out.memref_type(contiguous=not spec.strided_out, unit_columns=True))
-    _, entry = _function(module_body, spec.name, inputs)
+    inputs += [ir.IntegerType.get_signless(1)] if spec.shared_b else []
+    _, entry = _function(module_body, spec.name, inputs, reads_only=2)
+    if spec.shared_b:
+        vp.declare_shared_panel(module_body)
     with ir.InsertionPoint(entry), ir.Location.unknown():
         args = list(entry.arguments)
         llvm.CallOp(None, [], [], [], callee=ir.FlatSymbolRefAttr.get(PERMISSION_FUNCTION))
         a, b = (vp.unit_columns(x, o) for x, o in ((args[0], spec.a), (args[1], spec.b)))
+        shared = (args[1], args.pop()) if spec.shared_b else None
         c_in, c_out = args[2] if spec.c_in else None, args[-1]
         earlier = c_in if c_in is not None else c_out if spec.in_place else None
-        vp.compute(layout, a, b, earlier, c_out, lambda *m: _blocks(module_body, layout, *m))
+        vp.compute(layout, a, b, earlier, c_out, lambda *m: _blocks(module_body, layout, *m), shared=shared)
         func.ReturnOp([])
 
 

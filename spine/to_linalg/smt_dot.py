@@ -25,7 +25,7 @@ from mlir import ir
 from mlir.dialects import arith, bufferization, func, linalg, memref, scf, tensor
 
 from ..microkernels import MICROKERNELS
-from ..ir_names import CARRIED_TWIN, STRIDED_TWIN
+from ..ir_names import CARRIED_TWIN, SHARED_PANEL_TWIN, STRIDED_TWIN
 from . import amx_matmul, ime_matmul, ime_rows, vnni_matmul
 from . import smt_microkernel as mk
 from .smt_panels import zero
@@ -166,10 +166,12 @@ def _matrix_product(conv, op, a, b, c_in, result_type, kernel, zero_from) -> ir.
         spec = mk.PackedMatmul(a_op, b_op, c_in_op, None, sum_type, kernel, in_place=True)
         out = _buffer(conv, c_in, c_in_op, read_only=False, contiguous=True)
         call = _call(conv, spec, [factor(a, a_op), factor(b, b_op), out], define)
+        _share_b(conv, unit, spec)
         twin = spec.strided_twin()
         if twin is not None and unit.supports(twin):
             # a loop's accumulator may be kept in its destination: the lowering decides
             _declare(conv, twin, define)
+            _share_b(conv, unit, twin)
             call.attributes[CARRIED_TWIN] = ir.StringAttr.get(twin.name)
         return bufferization.ToTensorOp(result_type, out, restrict=True, writable=True).result
     shape = tuple(result_type.shape)
@@ -181,9 +183,22 @@ def _matrix_product(conv, op, a, b, c_in, result_type, kernel, zero_from) -> ir.
     inputs = [factor(a, a_op), factor(b, b_op)] + ([_buffer(conv, c_in, c_in_op, contiguous=True)]
                                                    if c_in is not None else [])
     _call(conv, spec, inputs + [out], define)
+    _share_b(conv, unit, spec)
     product = bufferization.ToTensorOp(ir.RankedTensorType.get(list(out_shape), result_type.element_type), out,
                                        restrict=True, writable=True).result
     return pack(product, shape) if len(shape) == 4 else product
+
+
+def _share_b(conv, unit, spec: mk.PackedMatmul) -> None:
+    """Where the emitter can keep B's panel for the launch, its twin that may (spec.shared_twin) is declared
+    and named on spec's function: the lowering decides which calls take it (compiler/shared_panels.py)."""
+    twin = spec.shared_twin()
+    if not getattr(unit, "SHARES_B", False) or not unit.supports(twin):
+        return
+    _declare(conv, twin, unit.define)
+    for op in conv.module.body.operations:
+        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == spec.name:
+            op.attributes[SHARED_PANEL_TWIN] = ir.StringAttr.get(twin.name)
 
 
 def takes_rows(conv, a: ir.Value, b: ir.Value, acc: ir.Value) -> bool:

@@ -44,6 +44,7 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf, vector
 
+from ..ir_names import READ_ONLY_ARGUMENT
 from ..microkernels import MicroKernel
 from ..ir_types import bits
 from ..targets import L1_WAY_BYTES
@@ -84,6 +85,10 @@ class PackedMatmul:
     # the product alone: the twin a whole tile stored straight into its destination calls
     # (compiler/products_into_destination.py). Direct, with C_out of the sums' type, only.
     strided_out: bool = False
+    # A last i1 argument says whether B may be packed once for the launch on each thread, as no program
+    # writes its memory (compiler/shared_panels.py): its panel is then the runtime's (cpp/shared_panels.h).
+    # Matrix-unit emitters whose module has SHARES_B only.
+    shared_b: bool = False
 
     @property
     def name(self) -> str:
@@ -100,6 +105,10 @@ class PackedMatmul:
         if self.in_place:
             return replace(self, in_place=False, c_in=self.c_out, strided_out=True) if self.kernel.matrix_unit else None
         return replace(self, strided_out=True) if self.direct else None
+
+    def shared_twin(self) -> "PackedMatmul":
+        """This product with B's panel kept for the launch where its last argument says so."""
+        return replace(self, shared_b=True)
 
     @property
     def direct(self) -> bool:
@@ -246,9 +255,15 @@ def _vector_length(kernel: MicroKernel, vtype: ir.Type) -> ir.Value:
     return arith.MulIOp(vector.VectorScaleOp().result, lanes).result
 
 
-def _function(module_body: ir.Block, name: str, types: list):
+def _function(module_body: ir.Block, name: str, types: list, reads_only: int = 0):
+    """`func.func private @name(types)` and its entry block; its first `reads_only` arguments marked as read
+    only (READ_ONLY_ARGUMENT), which the compiler's passes may rely on at its calls."""
     with ir.InsertionPoint.at_block_begin(module_body), ir.Location.unknown():
         fn = func.FuncOp(name, ir.FunctionType.get(types, []), visibility="private")
+        if reads_only:
+            marked = ir.DictAttr.get({READ_ONLY_ARGUMENT: ir.UnitAttr.get()})
+            fn.attributes["arg_attrs"] = ir.ArrayAttr.get([marked if i < reads_only else ir.DictAttr.get({})
+                                                           for i in range(len(types))])
         # Packing copies short runs (one panel row: 32 to 128 bytes): as loops LLVM vectorises them in place,
         # where its idiom recognition would make each a call of the C library's memcpy.
         fn.attributes["passthrough"] = ir.Attribute.parse('["no-builtins"]')

@@ -43,6 +43,7 @@ from .smt_panels import add, loop, mul
 INTRINSICS = {("i8", "i32", 16): "llvm.x86.avx512.vpdpbusd.512", ("bf16", "f32", 16): "llvm.x86.avx512bf16.dpbf16ps.512",
               ("i8", "i32", 8): "llvm.x86.avx512.vpdpbusd.256"}
 SIGN_SHIFT = 7       # 128 = 1 << 7: what B's flipped sign bit adds to each byte
+SHARES_B = True     # B's panel may be kept for the launch (PackedMatmul.shared_b)
 VIEWS = True         # A and B may be views of larger matrices (any strides)
 
 
@@ -66,16 +67,20 @@ def define(module_body: ir.Block, spec: PackedMatmul) -> None:
                        kernel.vectors * kernel.lanes, 4 // (1 if spec.a.element == "i8" else 2))
     inputs = [spec.a.memref_type(), spec.b.memref_type()] + ([spec.c_in.memref_type(True)] if spec.c_in else [])
     inputs.append(spec.c_out.memref_type(contiguous=not spec.strided_out, unit_columns=True))
-    _, entry = _function(module_body, spec.name, inputs)
+    inputs += [ir.IntegerType.get_signless(1)] if spec.shared_b else []
+    _, entry = _function(module_body, spec.name, inputs, reads_only=2)
+    if spec.shared_b:
+        vp.declare_shared_panel(module_body)
     with ir.InsertionPoint(entry), ir.Location.unknown():
         args = list(entry.arguments)
         a, b = (vp.unit_columns(x, o) for x, o in ((args[0], spec.a), (args[1], spec.b)))
+        shared = (args[1], args.pop()) if spec.shared_b else None
         c_in, c_out = args[2] if spec.c_in else None, args[-1]
         earlier = c_in if c_in is not None else c_out if spec.in_place else None
         integer = layout.element == "i8"
         sums = _row_sums(module_body, a, layout, kernel.lanes) if integer else None
         vp.compute(layout, a, b, earlier, c_out, lambda *m: _blocks(module_body, kernel, layout, sums, *m),
-                   flip_b_sign=integer)
+                   flip_b_sign=integer, shared=shared)
         func.ReturnOp([])
 
 

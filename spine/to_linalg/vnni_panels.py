@@ -18,6 +18,7 @@ Every operand is a "tile matrix" (`Matrix`): an address and the bytes between it
 `compute` does the above and leaves the register blocks to its caller."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -100,9 +101,12 @@ class Matrix:
 Blocks = Callable[[Matrix, Matrix, Optional[Matrix], Matrix], None]
 
 
-def compute(layout: Layout, a, b, earlier, c_out, blocks: Blocks, flip_b_sign: bool = False) -> None:
+def compute(layout: Layout, a, b, earlier, c_out, blocks: Blocks, flip_b_sign: bool = False,
+            shared: Optional[tuple] = None) -> None:
     """C_out = earlier (C_in, or C_out itself in place, or None) + A @ B: the operands as Matrix records,
-    `blocks(a, b, start, out)` computing out = start (or zero) + a @ b over whole register blocks."""
+    `blocks(a, b, start, out)` computing out = start (or zero) + a @ b over whole register blocks.
+    `shared`: None, or (B's view as the kernel passed it, an i1): where the i1 holds, B's panel is the
+    thread's for the rest of the launch (shared_panel), packed only if no earlier program packed it."""
     if layout.a_in_place:
         a_matrix = view(a, layout.bytes)
     else:
@@ -110,8 +114,13 @@ def compute(layout: Layout, a, b, earlier, c_out, blocks: Blocks, flip_b_sign: b
         pack_a(ap, a, layout)
         a_matrix = Matrix(address(ap), layout.a_row * layout.bytes)
     bp = panel(layout.padded_k * layout.padded_n * layout.bytes)
-    pack_b(bp, b, layout, flip_b_sign)
-    b_matrix = Matrix(address(bp), layout.padded_n * 4)      # a VNNI row: G elements of each column
+    if shared is None:
+        pack_b(address(bp), b, layout, flip_b_sign)
+        b_address = address(bp)
+    else:
+        b_address = shared_panel(layout, shared, bp, lambda at: pack_b(at, b, layout, flip_b_sign),
+                                 ("flip" if flip_b_sign else "plain"))
+    b_matrix = Matrix(b_address, layout.padded_n * 4)      # a VNNI row: G elements of each column
     if layout.c_in_place:
         start = sums_matrix(earlier) if earlier is not None else None
         blocks(a_matrix, b_matrix, start, sums_matrix(c_out))
@@ -119,6 +128,47 @@ def compute(layout: Layout, a, b, earlier, c_out, blocks: Blocks, flip_b_sign: b
     sums = panel(layout.padded_m * layout.padded_n * SUM_BYTES)
     blocks(a_matrix, b_matrix, None, Matrix(address(sums), layout.padded_n * SUM_BYTES))
     write_back(typed(sums, ir.Type.parse(layout.sums), SUM_BYTES), earlier, c_out, layout)
+
+
+SHARED_PANEL_FUNCTION = "spine_shared_panel"     # cpp/shared_panels.h
+
+
+def shared_panel(layout: Layout, shared: tuple, local, pack: Callable, packing: str) -> ir.Value:
+    """The address B's panel is read from: where `shared`'s i1 holds, the calling thread's panel for B's
+    view (its address and strides) and this packing (the layout and `packing`, hashed), which
+    `pack(address)` fills unless the runtime says it holds it already; else the call's own `local` panel,
+    packed."""
+    source, may_share = shared
+    branch = scf.IfOp(may_share, [ir.IndexType.get()], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        word = ir.IntegerType.get_signless(64)
+        meta = memref.ExtractStridedMetadataOp(source)
+        start = add(memref.ExtractAlignedPointerAsIndexOp(meta.base_buffer).result, mul(meta.offset, layout.bytes))
+        identity = int.from_bytes(hashlib.sha256(repr((layout, packing)).encode()).digest()[:8], "little") >> 1
+        arguments = [i64(start), i64(meta.strides[0]), i64(meta.strides[1]),
+                     arith.ConstantOp(word, identity).result, i64(layout.padded_k * layout.padded_n * layout.bytes)]
+        got = llvm.CallOp(word, arguments, [], [], callee=ir.FlatSymbolRefAttr.get(SHARED_PANEL_FUNCTION)).result
+        one = arith.ConstantOp(word, 1).result
+        found = arith.CmpIOp(arith.CmpIPredicate.ne, arith.AndIOp(got, one).result, arith.ConstantOp(word, 0).result)
+        at = arith.IndexCastUIOp(ir.IndexType.get(), arith.XOrIOp(got, arith.AndIOp(got, one).result).result).result
+        missing = scf.IfOp(arith.XOrIOp(found.result, arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result).result)
+        with ir.InsertionPoint(missing.then_block):
+            pack(at)
+            scf.YieldOp([])
+        scf.YieldOp([at])
+    with ir.InsertionPoint(branch.else_block):
+        pack(address(local))
+        scf.YieldOp([address(local)])
+    return branch.results[0]
+
+
+def declare_shared_panel(module_body: ir.Block) -> None:
+    """`llvm.func @spine_shared_panel(i64 source, i64 row step, i64 column step, i64 layout, i64 bytes) -> i64`,
+    the runtime's (bound when the kernel is loaded)."""
+    if defines(module_body, SHARED_PANEL_FUNCTION):
+        return
+    with ir.InsertionPoint.at_block_begin(module_body), ir.Location.unknown():
+        llvm.LLVMFuncOp(SHARED_PANEL_FUNCTION, ir.TypeAttr.get(ir.Type.parse("!llvm.func<i64 (i64, i64, i64, i64, i64)>")))
 
 
 def unit_columns(matrix: ir.Value, operand) -> ir.Value:
@@ -225,12 +275,13 @@ def pack_a(ap, a, layout: Layout) -> None:
         loop(layout.m * row // step, layout.padded_m * row // step, 1, lambda x, _: store(zeros, padded, [mul(x, step)]))
 
 
-def pack_b(bp, b, layout: Layout, flip_sign: bool = False) -> None:
-    """B in VNNI rows, a padded_k / G x padded_n G matrix: row q holds, column after column, B's rows G q ..
-    G q + G - 1; zeros past K and N. 16 columns at a time: G rows of 16 interleaved into one 64-byte vector.
-    `flip_sign`: int8 values XOR 0x80 (B + 128 as unsigned bytes; padding stays zero)."""
+def pack_b(at, b, layout: Layout, flip_sign: bool = False) -> None:
+    """B in VNNI rows at address `at` (an index), a padded_k / G x padded_n G matrix: row q holds, column
+    after column, B's rows G q .. G q + G - 1; zeros past K and N. 16 columns at a time: G rows of 16
+    interleaved into one 64-byte vector. `flip_sign`: int8 values XOR 0x80 (B + 128 as unsigned bytes;
+    padding stays zero). Stored through a pointer, as the panel may be the runtime's (shared_panel)."""
     element = ir.MemRefType(b.type).element_type
-    padded, g = typed(bp, element, layout.bytes), layout.group
+    padded, g = _Bytes(i64(at), layout.bytes), layout.group
     row = layout.padded_n * g
     whole_n, n_left = layout.n // LANES, layout.n % LANES
     zeros = zero_vector(ir.VectorType.get([LANES], element))
@@ -241,7 +292,7 @@ def pack_b(bp, b, layout: Layout, flip_sign: bool = False) -> None:
         rows = [zeros if rows_left is not None and x >= rows_left else
                 _flipped(read(b, add(mul(q, g), x), mul(j, LANES), LANES, col_left), flip_sign, col_left)
                 for x in range(g)]
-        store(interleave(rows), padded, [add(mul(q, row), mul(j, LANES * g))])
+        padded.store(interleave(rows), [add(mul(q, row), mul(j, LANES * g))])
 
     def vnni_row(q, rows_left):
         loop(0, whole_n, 1, lambda j, _: chunk(q, j, None, rows_left))
@@ -249,7 +300,7 @@ def pack_b(bp, b, layout: Layout, flip_sign: bool = False) -> None:
             chunk(q, whole_n, n_left, rows_left)
         empty = ceil(layout.n, LANES)
         if empty * LANES < layout.padded_n:
-            loop(empty, layout.padded_n // LANES, 1, lambda j, _: store(wide, padded, [add(mul(q, row), mul(j, LANES * g))]))
+            loop(empty, layout.padded_n // LANES, 1, lambda j, _: padded.store(wide, [add(mul(q, row), mul(j, LANES * g))]))
 
     whole_groups, rows_left = layout.k // g, layout.k % g
     loop(0, whole_groups, 1, lambda q, _: vnni_row(q, None))
@@ -258,7 +309,19 @@ def pack_b(bp, b, layout: Layout, flip_sign: bool = False) -> None:
     filled = ceil(layout.k, g)
     if filled * g < layout.padded_k:
         loop(filled * row // (LANES * g), layout.padded_k // g * row // (LANES * g), 1,
-             lambda x, _: store(wide, padded, [mul(x, LANES * g)]))
+             lambda x, _: padded.store(wide, [mul(x, LANES * g)]))
+
+
+@dataclass(frozen=True)
+class _Bytes:
+    """A buffer at an address (i64) that vectors are stored into by element index."""
+    address: ir.Value
+    element_bytes: int
+
+    def store(self, values: ir.Value, indices: list) -> None:
+        (index,) = indices
+        # alignment 1: LLVM would otherwise take a vector store to be aligned to its whole size
+        llvm.StoreOp(values, pointer(self.address, mul(index, self.element_bytes)), alignment=1)
 
 
 def _flipped(values: ir.Value, flip: bool, col_left) -> ir.Value:

@@ -575,6 +575,7 @@ def test_every_pass_has_tests():
                "written-edge-tiles": "written_tiles", "update-carried-tiles-in-place": "carried_tiles",
                "products-into-destination": "products_into_destination", "expand-math": "math_expansion",
                "carried-products-into-destination": "carried_products", "drop-unread-stores": "unread_stores",
+               "share-packed-panels": "compiler.shared_panels",
                "bufferize": "BUFFERIZE", "fuse-elementwise": "FUSE_ELEMENTWISE", "streaming-stores": "streaming-stores", "o3": "optimize_and_emit"}
     untested = [p.name for p in LLIR_PIPELINE + codegen.LLVM_PIPELINE
                 if f'"{p.name}"' not in corpus and modules.get(p.name, "\0") not in corpus]

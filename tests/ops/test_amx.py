@@ -6,6 +6,7 @@ is, or not). They run where the machine has AMX; the assembly tests compile for 
 from __future__ import annotations
 
 import glob
+import re
 import os
 
 import pytest
@@ -154,3 +155,33 @@ def test_the_kernel_is_chosen_by_the_target_cpu():
     assert choose(X86, "sapphirerapids", "-amx-tile").name == "avx512-vnni"
     assert choose(X86, "znver4", "").name == "avx512-vnni-bf16"
     assert choose(X86, "rocketlake", "+avx512f,+amx-tile,+amx-int8,+amx-bf16").name == "avx512-amx"
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.bfloat16])
+def test_b_is_packed_once_per_launch_on_each_thread(tmp_path, monkeypatch, dtype):
+    """B is a kernel argument nothing writes: its panels come from the runtime's per-thread panels
+    (cpp/shared_panels.h), packed by the first program of a column on each thread (compiled here, run
+    below where the machine has AMX)."""
+    assembly = _assembly(tmp_path, monkeypatch, dtype, SPINE_HOST_CPU="sapphirerapids")
+    assert re.search(r"\bcallq?\s+\*?spine_shared_panel", assembly), "no call of spine_shared_panel"
+
+
+@needs_amx
+@pytest.mark.parametrize("dtype", [torch.int8, torch.bfloat16])
+def test_a_kept_panel_is_packed_again_in_the_next_launch(host, dtype):
+    """Programs of one column share B's panel within a launch; a second launch with B changed in place
+    (same address, same strides) gets its new values, on one thread and on several."""
+    m, n, k = 160, 96, 128
+    make = _int8 if dtype == torch.int8 else (lambda *s: torch.randn(*s).bfloat16())
+    a, b = make(m, k), make(k, n)
+    for threads in (1, 4):
+        for _ in range(2):
+            c = torch.empty(m, n, dtype=torch.int32 if dtype == torch.int8 else torch.float32)
+            kernel = matmul_kernel if dtype == torch.int8 else float_matmul_kernel
+            kernel[(m // 32, n // 32)](a, b, c, m, n, k, *a.stride(), *b.stride(), *c.stride(), BM=32, BN=32, BK=64,
+                                       num_threads=threads)
+            if dtype == torch.int8:
+                torch.testing.assert_close(c, a.int() @ b.int(), rtol=0, atol=0)
+            else:
+                assert_bf16_product(c, a, b)
+            b.copy_(make(k, n))

@@ -202,3 +202,27 @@ def test_a_destination_overlapping_an_operand_gets_the_whole_product(monkeypatch
 def test_the_twin_writing_the_destination_is_compiled_for_each_unit(tmp_path, monkeypatch, env):
     """VNNI, AMX tiles and AVX-VNNI: each emitter compiles the twin (C = C_in + A B into a view)."""
     assert _product_functions(_assembly(tmp_path, monkeypatch, torch.int8, **env)) == 2
+
+
+@pytest.mark.parametrize("dtype,env", [(torch.int8, CASCADE_LAKE), (torch.int8, ALDER_LAKE), (torch.bfloat16, ZEN4)])
+def test_b_is_packed_once_per_launch_on_each_thread(tmp_path, monkeypatch, dtype, env):
+    """B's VNNI panels come from the runtime's per-thread panels (cpp/shared_panels.h) on every x86 dot-product
+    kernel (compiled here, run below where the machine has the instructions)."""
+    assembly = _assembly(tmp_path, monkeypatch, dtype, **env)
+    assert re.search(r"\bcallq?\s+\*?spine_shared_panel", assembly), "no call of spine_shared_panel"
+
+
+@needs_vnni
+def test_a_kept_panel_is_packed_again_in_the_next_launch(monkeypatch):
+    """Five row blocks share each column's B panel on a thread; B changed in place between launches (same
+    address and strides) is packed again, on one thread and on several."""
+    _on(monkeypatch, CASCADE_LAKE)
+    a, b = _int8(160, 128), _int8(128, 96)
+    for threads in (1, 4):
+        for _ in range(2):
+            c = torch.empty(160, 96, dtype=torch.int32)
+            matmul_kernel[(5, 3)](a, b, c, 160, 96, 128, *a.stride(), *b.stride(), *c.stride(), BM=32, BN=32, BK=64,
+                                  num_threads=threads)
+            torch.testing.assert_close(c, a.int() @ b.int(), rtol=0, atol=0)
+            b.copy_(_int8(128, 96))
+
