@@ -115,6 +115,22 @@ static int32_t *reference(int64_t n) {
     return c;
 }
 
+/* A and B of a square product of n * n = count elements of `elem` bytes: operand_value from i + shift. */
+static void fill_operands(kernel_t *k, int64_t count, int elem, int64_t shift) {
+    for (int which = 0; which < 2; which++) {
+        char *p = (char *)(uintptr_t)k->slots[which];
+        for (int64_t i = 0; i < count; i++) {
+            int v = operand_value(i + shift, which);
+            float f = (float)v;
+            uint32_t bits;
+            memcpy(&bits, &f, 4);
+            if (elem == 1) ((int8_t *)p)[i] = (int8_t)v;
+            else if (elem == 2) ((uint16_t *)p)[i] = (uint16_t)(bits >> 16);     /* exact: a small integer */
+            else ((float *)p)[i] = f;
+        }
+    }
+}
+
 /* "check": a matrix product of bench/kernel_scaling.py --matmul's manifest (args A, B, C and then integers,
  * A and B square) computed on small integers and compared with a plain triple loop, exactly; the number of
  * elements that differ, or -1 for a kernel that is not such a product or a launch that failed. For the
@@ -125,18 +141,12 @@ static int64_t check_product(kernel_t *k, int threads) {
     if (sscanf(k->name, "matmul_%15[a-z0-9]_%d^3", kind, &size) != 2) return -1;
     int64_t n = size, count = n * n;
     int elem = strcmp(kind, "int8") == 0 ? 1 : strcmp(kind, "bf16") == 0 ? 2 : 4;
-    for (int which = 0; which < 2; which++) {
-        char *p = (char *)(uintptr_t)k->slots[which];
-        for (int64_t i = 0; i < count; i++) {
-            float f = (float)operand_value(i, which);
-            uint32_t bits;
-            memcpy(&bits, &f, 4);
-            if (elem == 1) ((int8_t *)p)[i] = (int8_t)operand_value(i, which);
-            else if (elem == 2) ((uint16_t *)p)[i] = (uint16_t)(bits >> 16);     /* exact: a small integer */
-            else ((float *)p)[i] = f;
-        }
-    }
     void *out = (void *)(uintptr_t)k->slots[2];
+    /* A launch on other values first, into the same buffers: what a launch keeps (packed panels,
+     * cpp/shared_panels.h) must not reach the next one. */
+    fill_operands(k, count, elem, 7);
+    if (spine_run_grid(k->entry, k->args, k->grid[0], k->grid[1], k->grid[2], threads)) return -1;
+    fill_operands(k, count, elem, 0);
     memset(out, 0, (size_t)count * 4);
     if (spine_run_grid(k->entry, k->args, k->grid[0], k->grid[1], k->grid[2], threads)) return -1;
     const int32_t *expected = reference(n);

@@ -158,7 +158,8 @@ def build(out_dir: str, cpu: str, matmul: bool = False) -> str:
     driver = os.path.join(out_dir, "kernel_scaling")
     # glibc 2.28: runs on any machine from the last several years; dynamic, because it dlopens kernels.
     zig("cc", "-target", "x86_64-linux-gnu.2.28", "-O2", os.path.join(ROOT, "bench", "kernel_scaling.c"),
-        *(os.path.join(cpp, s) for s in ("grid.c", "fault_guard.c", "device_io.c", "profile_buffers.c", "openmp_team.c")),
+        *(os.path.join(cpp, s) for s in ("grid.c", "fault_guard.c", "device_io.c", "profile_buffers.c", "openmp_team.c",
+                                             "shared_panels.c")),
         f"-I{cpp}", "-rdynamic", "-ldl", "-lpthread", "-lm", "-o", driver)
     return driver
 
