@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, func, llvm, scf
 
+from . import kept_panels
 from . import vnni_panels as vp
 from .smt_microkernel import PackedMatmul, _function
 from .smt_panels import add, loop, mul
@@ -94,7 +95,7 @@ def define(module_body: ir.Block, spec: PackedMatmul) -> None:
     inputs += [ir.IntegerType.get_signless(1)] if spec.shared_b else []
     _, entry = _function(module_body, spec.name, inputs, reads_only=2)
     if spec.shared_b:
-        vp.declare_shared_panel(module_body)
+        kept_panels.declare(module_body)
     with ir.InsertionPoint(entry), ir.Location.unknown():
         args = list(entry.arguments)
         llvm.CallOp(None, [], [], [], callee=ir.FlatSymbolRefAttr.get(PERMISSION_FUNCTION))

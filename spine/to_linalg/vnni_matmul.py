@@ -34,6 +34,7 @@ from mlir import ir
 from mlir.dialects import arith, func, llvm, vector
 
 from . import index_math as im
+from . import kept_panels
 from . import vnni_panels as vp
 from .smt_microkernel import ALIGNMENT, PackedMatmul, _function
 from .smt_panels import add, loop, mul
@@ -70,7 +71,7 @@ def define(module_body: ir.Block, spec: PackedMatmul) -> None:
     inputs += [ir.IntegerType.get_signless(1)] if spec.shared_b else []
     _, entry = _function(module_body, spec.name, inputs, reads_only=2)
     if spec.shared_b:
-        vp.declare_shared_panel(module_body)
+        kept_panels.declare(module_body)
     with ir.InsertionPoint(entry), ir.Location.unknown():
         args = list(entry.arguments)
         a, b = (vp.unit_columns(x, o) for x, o in ((args[0], spec.a), (args[1], spec.b)))

@@ -18,7 +18,6 @@ Every operand is a "tile matrix" (`Matrix`): an address and the bytes between it
 `compute` does the above and leaves the register blocks to its caller."""
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -26,6 +25,7 @@ from mlir import ir
 from mlir.dialects import arith, llvm, memref, scf, vector
 
 from . import index_math as im
+from . import kept_panels
 from .smt_microkernel import ALIGNMENT, STACK_PANEL_BYTES
 from .smt_panels import add, loop, mul
 
@@ -106,20 +106,23 @@ def compute(layout: Layout, a, b, earlier, c_out, blocks: Blocks, flip_b_sign: b
     """C_out = earlier (C_in, or C_out itself in place, or None) + A @ B: the operands as Matrix records,
     `blocks(a, b, start, out)` computing out = start (or zero) + a @ b over whole register blocks.
     `shared`: None, or (B's view as the kernel passed it, an i1): where the i1 holds, B's panel is the
-    thread's for the rest of the launch (shared_panel), packed only if no earlier program packed it."""
+    thread's for the rest of the launch (kept_panels.py), packed only if no earlier program packed it."""
     if layout.a_in_place:
         a_matrix = view(a, layout.bytes)
     else:
         ap = panel(layout.padded_m * layout.a_row * layout.bytes)
         pack_a(ap, a, layout)
         a_matrix = Matrix(address(ap), layout.a_row * layout.bytes)
-    bp = panel(layout.padded_k * layout.padded_n * layout.bytes)
+    size = layout.padded_k * layout.padded_n * layout.bytes
+    bp = panel(size)
     if shared is None:
         pack_b(address(bp), b, layout, flip_b_sign)
         b_address = address(bp)
     else:
-        b_address = shared_panel(layout, shared, bp, lambda at: pack_b(at, b, layout, flip_b_sign),
-                                 ("flip" if flip_b_sign else "plain"))
+        source, may_share = shared
+        b_address = kept_panels.panel_address(
+            source, 0, layout.bytes, kept_panels.packing_word("vnni", layout, flip_b_sign), size, may_share,
+            lambda at: pack_b(at, b, layout, flip_b_sign), address(bp), lambda: pack_b(address(bp), b, layout, flip_b_sign))
     b_matrix = Matrix(b_address, layout.padded_n * 4)      # a VNNI row: G elements of each column
     if layout.c_in_place:
         start = sums_matrix(earlier) if earlier is not None else None
@@ -128,47 +131,6 @@ def compute(layout: Layout, a, b, earlier, c_out, blocks: Blocks, flip_b_sign: b
     sums = panel(layout.padded_m * layout.padded_n * SUM_BYTES)
     blocks(a_matrix, b_matrix, None, Matrix(address(sums), layout.padded_n * SUM_BYTES))
     write_back(typed(sums, ir.Type.parse(layout.sums), SUM_BYTES), earlier, c_out, layout)
-
-
-SHARED_PANEL_FUNCTION = "spine_shared_panel"     # cpp/shared_panels.h
-
-
-def shared_panel(layout: Layout, shared: tuple, local, pack: Callable, packing: str) -> ir.Value:
-    """The address B's panel is read from: where `shared`'s i1 holds, the calling thread's panel for B's
-    view (its address and strides) and this packing (the layout and `packing`, hashed), which
-    `pack(address)` fills unless the runtime says it holds it already; else the call's own `local` panel,
-    packed."""
-    source, may_share = shared
-    branch = scf.IfOp(may_share, [ir.IndexType.get()], has_else=True)
-    with ir.InsertionPoint(branch.then_block):
-        word = ir.IntegerType.get_signless(64)
-        meta = memref.ExtractStridedMetadataOp(source)
-        start = add(memref.ExtractAlignedPointerAsIndexOp(meta.base_buffer).result, mul(meta.offset, layout.bytes))
-        identity = int.from_bytes(hashlib.sha256(repr((layout, packing)).encode()).digest()[:8], "little") >> 1
-        arguments = [i64(start), i64(meta.strides[0]), i64(meta.strides[1]),
-                     arith.ConstantOp(word, identity).result, i64(layout.padded_k * layout.padded_n * layout.bytes)]
-        got = llvm.CallOp(word, arguments, [], [], callee=ir.FlatSymbolRefAttr.get(SHARED_PANEL_FUNCTION)).result
-        one = arith.ConstantOp(word, 1).result
-        found = arith.CmpIOp(arith.CmpIPredicate.ne, arith.AndIOp(got, one).result, arith.ConstantOp(word, 0).result)
-        at = arith.IndexCastUIOp(ir.IndexType.get(), arith.XOrIOp(got, arith.AndIOp(got, one).result).result).result
-        missing = scf.IfOp(arith.XOrIOp(found.result, arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result).result)
-        with ir.InsertionPoint(missing.then_block):
-            pack(at)
-            scf.YieldOp([])
-        scf.YieldOp([at])
-    with ir.InsertionPoint(branch.else_block):
-        pack(address(local))
-        scf.YieldOp([address(local)])
-    return branch.results[0]
-
-
-def declare_shared_panel(module_body: ir.Block) -> None:
-    """`llvm.func @spine_shared_panel(i64 source, i64 row step, i64 column step, i64 layout, i64 bytes) -> i64`,
-    the runtime's (bound when the kernel is loaded)."""
-    if defines(module_body, SHARED_PANEL_FUNCTION):
-        return
-    with ir.InsertionPoint.at_block_begin(module_body), ir.Location.unknown():
-        llvm.LLVMFuncOp(SHARED_PANEL_FUNCTION, ir.TypeAttr.get(ir.Type.parse("!llvm.func<i64 (i64, i64, i64, i64, i64)>")))
 
 
 def unit_columns(matrix: ir.Value, operand) -> ir.Value:
@@ -279,7 +241,7 @@ def pack_b(at, b, layout: Layout, flip_sign: bool = False) -> None:
     """B in VNNI rows at address `at` (an index), a padded_k / G x padded_n G matrix: row q holds, column
     after column, B's rows G q .. G q + G - 1; zeros past K and N. 16 columns at a time: G rows of 16
     interleaved into one 64-byte vector. `flip_sign`: int8 values XOR 0x80 (B + 128 as unsigned bytes;
-    padding stays zero). Stored through a pointer, as the panel may be the runtime's (shared_panel)."""
+    padding stays zero). Stored through a pointer, as the panel may be the runtime's (kept_panels.py)."""
     element = ir.MemRefType(b.type).element_type
     padded, g = _Bytes(i64(at), layout.bytes), layout.group
     row = layout.padded_n * g
