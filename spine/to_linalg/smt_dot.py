@@ -109,6 +109,7 @@ def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kerne
                                b_panels=panels is not None, row_bound=bool(bound))
         out = _buffer(conv, c_in, c_in_op, read_only=False, contiguous=spec.direct)
         _call(conv, spec, [_buffer(conv, a, a_op), b_arg, out] + bound)
+        _share_b(conv, spec, mk.define, mk.shares_b(spec))
         return bufferization.ToTensorOp(result_type, out, restrict=True, writable=True).result
     shape = tuple(result_type.shape)
     out_shape = (shape[0] * shape[2], shape[1] * shape[3]) if len(shape) == 4 else shape
@@ -118,10 +119,12 @@ def packed_product(conv, op, a, b, c_in, result_type: ir.RankedTensorType, kerne
                          alignment=mk.ALIGNMENT).result
     inputs = [_buffer(conv, a, a_op), b_arg] + ([_buffer(conv, c_in, c_in_op)] if c_in is not None else [])
     call = _call(conv, spec, inputs + [out])
+    _share_b(conv, spec, mk.define, mk.shares_b(spec))
     twin = spec.strided_twin()
     if twin is not None:
         # stored whole, the product may be written straight into its destination: the lowering decides
         _declare(conv, twin)
+        _share_b(conv, twin, mk.define, mk.shares_b(twin))
         call.attributes[STRIDED_TWIN] = ir.StringAttr.get(twin.name)
     product = bufferization.ToTensorOp(ir.RankedTensorType.get(list(out_shape), result_type.element_type), out,
                                        restrict=True, writable=True).result
@@ -166,12 +169,12 @@ def _matrix_product(conv, op, a, b, c_in, result_type, kernel, zero_from) -> ir.
         spec = mk.PackedMatmul(a_op, b_op, c_in_op, None, sum_type, kernel, in_place=True)
         out = _buffer(conv, c_in, c_in_op, read_only=False, contiguous=True)
         call = _call(conv, spec, [factor(a, a_op), factor(b, b_op), out], define)
-        _share_b(conv, unit, spec)
+        _share_b(conv, spec, define, _unit_shares_b(unit, spec))
         twin = spec.strided_twin()
         if twin is not None and unit.supports(twin):
             # a loop's accumulator may be kept in its destination: the lowering decides
             _declare(conv, twin, define)
-            _share_b(conv, unit, twin)
+            _share_b(conv, twin, define, _unit_shares_b(unit, twin))
             call.attributes[CARRIED_TWIN] = ir.StringAttr.get(twin.name)
         return bufferization.ToTensorOp(result_type, out, restrict=True, writable=True).result
     shape = tuple(result_type.shape)
@@ -183,22 +186,26 @@ def _matrix_product(conv, op, a, b, c_in, result_type, kernel, zero_from) -> ir.
     inputs = [factor(a, a_op), factor(b, b_op)] + ([_buffer(conv, c_in, c_in_op, contiguous=True)]
                                                    if c_in is not None else [])
     _call(conv, spec, inputs + [out], define)
-    _share_b(conv, unit, spec)
+    _share_b(conv, spec, define, _unit_shares_b(unit, spec))
     product = bufferization.ToTensorOp(ir.RankedTensorType.get(list(out_shape), result_type.element_type), out,
                                        restrict=True, writable=True).result
     return pack(product, shape) if len(shape) == 4 else product
 
 
-def _share_b(conv, unit, spec: mk.PackedMatmul) -> None:
-    """Where the emitter can keep B's panel for the launch, its twin that may (spec.shared_twin) is declared
+def _share_b(conv, spec: mk.PackedMatmul, define, can: bool) -> None:
+    """Where the emitter `can` keep B's panel for the launch, its twin that may (spec.shared_twin) is declared
     and named on spec's function: the lowering decides which calls take it (compiler/shared_panels.py)."""
-    twin = spec.shared_twin()
-    if not getattr(unit, "SHARES_B", False) or not unit.supports(twin):
+    if not can:
         return
-    _declare(conv, twin, unit.define)
+    twin = spec.shared_twin()
+    _declare(conv, twin, define)
     for op in conv.module.body.operations:
         if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == spec.name:
             op.attributes[SHARED_PANEL_TWIN] = ir.StringAttr.get(twin.name)
+
+
+def _unit_shares_b(unit, spec: mk.PackedMatmul) -> bool:
+    return getattr(unit, "SHARES_B", False) and unit.supports(spec.shared_twin())
 
 
 def takes_rows(conv, a: ir.Value, b: ir.Value, acc: ir.Value) -> bool:

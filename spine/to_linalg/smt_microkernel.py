@@ -49,6 +49,7 @@ from ..microkernels import MicroKernel
 from ..ir_types import bits
 from ..targets import L1_WAY_BYTES
 from . import index_math as im
+from . import kept_panels
 from . import smt_panels as panels
 from .smt_panels import Operand, add, loop, mul
 
@@ -172,6 +173,7 @@ class _Plan:
     c_stride: ir.Value = None    # C's row stride when C_out is a view (strided_out), else the padded N
     ldb: ir.Value = None         # B read in place (bp a unit-stride view of it): its row stride, else None
     next_k: object = None        # prefetch(jp, ip): the register tile's share of the next k tile, else None
+    shared: tuple = None         # (B's view, an i1): B's panels may be the thread's kept ones (shared_b)
 
     @property
     def kernel(self) -> MicroKernel:
@@ -283,12 +285,22 @@ def define(module_body: ir.Block, spec: PackedMatmul) -> None:
     inputs.append(spec.c_out.memref_type(contiguous=(spec.direct or not spec.in_place) and not spec.strided_out))
     if spec.row_bound:
         inputs.append(ir.IndexType.get())
-    fn, entry = _function(module_body, spec.name, inputs)
+    if spec.shared_b:
+        inputs.append(ir.IntegerType.get_signless(1))
+        kept_panels.declare(module_body)
+    fn, entry = _function(module_body, spec.name, inputs, reads_only=2)
     with ir.InsertionPoint(entry), ir.Location.unknown():
         args = list(entry.arguments)
+        shared = (args[1], args.pop()) if spec.shared_b else None
         rows = args.pop() if spec.row_bound else None
-        _body(spec, args[0], args[1], args[2] if spec.c_in else None, args[-1], rows)
+        _body(spec, args[0], args[1], args[2] if spec.c_in else None, args[-1], rows, shared)
         func.ReturnOp([])
+
+
+def shares_b(spec: PackedMatmul) -> bool:
+    """Whether the FMA kernel can keep `spec`'s B panels for the launch (PackedMatmul.shared_b): fixed-width
+    vectors (x86; RVV's panel sizes vary with the vector length), B a plain matrix packed by each call."""
+    return not spec.kernel.scalable and not spec.kernel.matrix_unit and not spec.b_panels and not spec.b.packed
 
 
 def define_b_panels(module_body: ir.Block, spec: BPanels) -> None:
@@ -327,7 +339,7 @@ def _panel_bytes(plan: "_Plan") -> int:
     return (padded_n * plan.kc + padded_m * plan.kc + c_panels) * bits(plan.acc) // 8
 
 
-def _body(spec: PackedMatmul, a, b, c_in, c_out, rows=None) -> None:
+def _body(spec: PackedMatmul, a, b, c_in, c_out, rows=None, shared=None) -> None:
     acc = ir.Type.parse(spec.accumulator)
     vtype = vector_type(spec.kernel, acc)
     vl = _vector_length(spec.kernel, vtype)
@@ -350,7 +362,7 @@ def _body(spec: PackedMatmul, a, b, c_in, c_out, rows=None) -> None:
     assert rows is None or spec.in_place, "rows past the bound are left as they are: C must be the accumulator"
     if rows is not None:
         rows = arith.MinUIOp(rows, im.const(spec.a.rows)).result
-    plan = _Plan(spec, acc, vtype, vl, nr, panels_n, ap, bp, cp, out, row_bound=rows, c_stride=c_stride)
+    plan = _Plan(spec, acc, vtype, vl, nr, panels_n, ap, bp, cp, out, row_bound=rows, c_stride=c_stride, shared=shared)
     _in_place_or_packed(plan, plan.b_in_place, b, "ldb", lambda plan_b: _in_place_or_packed(
         plan_b, plan_b.a_in_place, a, "lda", lambda plan_ab: _k_blocks(plan_ab, a, b)))
     if not plan.direct:
@@ -479,8 +491,14 @@ def _k_block(plan: _Plan, a, b, kb, steps: int, first, last: bool = False) -> No
         b_block = mul(k0, plan.ldb)            # B in place: this block's first row
     else:
         b_block = 0
-        panels.pack_b(spec.b, b, plan.bp, plan.nr, plan.panels_n, k0, steps, plan.kc,
-                      vector_type(plan.kernel, plan.acc, plan.nv), transpose=plan.kernel.transpose_lanes)
+
+        def pack(bp):
+            panels.pack_b(spec.b, b, bp, plan.nr, plan.panels_n, k0, steps, plan.kc,
+                          vector_type(plan.kernel, plan.acc, plan.nv), transpose=plan.kernel.transpose_lanes)
+        if plan.shared is None:
+            pack(plan.bp)
+        else:
+            plan = replace(plan, bp=_kept_block(plan, k0, steps, block, pack))
     if plan.row_bound is not None:
         _bounded_k_block(plan, a, k0, b_block, steps, first, last)
         return
@@ -496,6 +514,21 @@ def _k_block(plan: _Plan, a, b, kb, steps: int, first, last: bool = False) -> No
         if full < plan.panels_m:
             _tile(plan, im.const(full), jp, k0, b_block, steps, first, last, plan.last_rows)
     loop(0, plan.panels_n, 1, column_panel)
+
+
+def _kept_block(plan: _Plan, k0, steps: int, elements, pack) -> ir.Value:
+    """This block of reduction steps' B panels (`elements` of the sums' type) as a view of the thread's kept
+    panels for B's rows k0 .. k0 + steps, where the call may keep them (packed by `pack` unless an earlier
+    program packed them in this launch), else of the call's own panels, packed."""
+    source, may_share = plan.shared
+    width = bits(plan.acc) // 8
+    word = kept_panels.packing_word("fma", plan.spec.b, plan.spec.accumulator, plan.kernel.name, plan.kc, steps)
+    local = memref.ExtractAlignedPointerAsIndexOp(plan.bp).result
+    address = kept_panels.panel_address(source, k0, bits(ir.MemRefType(source.type).element_type) // 8, word,
+                                        mul(elements, width), may_share,
+                                        lambda at: pack(kept_panels.memref_at(at, plan.acc, elements)), local,
+                                        lambda: pack(plan.bp))
+    return kept_panels.memref_at(address, plan.acc, elements)
 
 
 def _bounded_k_block(plan: _Plan, a, k0, b_block, steps: int, first, last: bool) -> None:
