@@ -46,17 +46,24 @@ static void release(panels_t *panels, panel_t *slot) {
     memset(slot, 0, sizeof(*slot));
 }
 
-/* The slot a new panel goes into: an empty or stale one, else the one asked for longest ago; then the
- * oldest others go until the new panel fits the byte budget. */
+/* Whether slot s is a better home than `chosen` for a new panel of `bytes`: a stale slot (an earlier
+ * launch's, or empty) before one of this launch; among stale ones, one whose buffer has the size (no
+ * allocation), then the one asked for last (its lines are the likeliest still cached); among this
+ * launch's, the one asked for longest ago. */
+static int better(const panel_t *s, const panel_t *chosen, uint64_t launch, uint64_t bytes) {
+    int stale = s->launch != launch, chosen_stale = chosen->launch != launch;
+    if (stale != chosen_stale) return stale;
+    if (!stale) return s->used < chosen->used;
+    int fits = s->bytes == bytes, chosen_fits = chosen->bytes == bytes;
+    if (fits != chosen_fits) return fits;
+    return s->used > chosen->used;
+}
+
+/* The slot a new panel goes into; then the oldest others go until the new panel fits the byte budget. */
 static panel_t *victim(panels_t *panels, uint64_t launch, uint64_t bytes) {
-    panel_t *chosen = NULL;
-    for (int i = 0; i < SPINE_SHARED_PANEL_SLOTS; i++) {
-        panel_t *s = &panels->slots[i];
-        int stale = s->launch != launch;
-        if (!chosen || (stale && chosen->launch == launch) ||
-            (stale == (chosen->launch != launch) && s->used < chosen->used))
-            chosen = s;
-    }
+    panel_t *chosen = &panels->slots[0];
+    for (int i = 1; i < SPINE_SHARED_PANEL_SLOTS; i++)
+        if (better(&panels->slots[i], chosen, launch, bytes)) chosen = &panels->slots[i];
     for (;;) {
         uint64_t others = panels->bytes - chosen->bytes;
         if (others + bytes <= SPINE_SHARED_PANEL_BYTES) break;

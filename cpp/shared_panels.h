@@ -18,8 +18,12 @@
 #define SPINE_SHARED_PANELS_H
 #include <stdint.h>
 
+#ifndef SPINE_SHARED_PANEL_SLOTS
 #define SPINE_SHARED_PANEL_SLOTS 64
+#endif
+#ifndef SPINE_SHARED_PANEL_BYTES
 #define SPINE_SHARED_PANEL_BYTES (8u << 20)
+#endif
 
 uint64_t spine_shared_panel(uint64_t source, uint64_t row_step, uint64_t column_step, uint64_t layout,
                             uint64_t bytes);

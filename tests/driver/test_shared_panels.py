@@ -106,3 +106,12 @@ def test_past_the_byte_budget_older_panels_go(runtime):
     huge, found = _ask(runtime, 0x40000, bytes_=2 * BUDGET)  # larger than the budget alone: still given
     assert not found
     ctypes.memset(huge + 2 * BUDGET - 64, 1, 64)
+
+
+def test_a_new_launch_packs_into_the_buffer_used_last(runtime):
+    """No allocation in the next launch, and the buffer its lines are likeliest cached in."""
+    _launch(runtime)
+    for source in range(0x50000, 0x50000 + 4 * 64, 64):
+        last, _ = _ask(runtime, source, bytes_=1024)
+    _launch(runtime)
+    assert _ask(runtime, 0x70000, bytes_=1024) == (last, False)
