@@ -50,7 +50,7 @@ def test_conversion_of_a_split_k_loop(fresh_cache):
     matrices."""
     text = without_locations(compiled(split_k_kernel, SPLIT_K_SIGNATURE, {(4,): 64}).asm["linalg"])
     filecheck(text, """
-CHECK: func.func private @spine_smt_matmul_{{[a-z0-9_]+}}_{{[0-9a-f]+}}(%{{.*}}: memref<32x16xf32, strided<[?, ?], offset: ?>>, %{{.*}}: memref<16x32xf32, strided<[?, ?], offset: ?>>, %{{.*}}: memref<4x2x8x16xf32, strided<[?, ?, ?, ?], offset: ?>>)
+CHECK: func.func private @spine_smt_matmul_{{[a-z0-9_]+}}_{{[0-9a-f]+}}(%{{.*}}: memref<32x16xf32, strided<[?, ?], offset: ?>> {spine.read_only}, %{{.*}}: memref<16x32xf32, strided<[?, ?], offset: ?>> {spine.read_only}, %{{.*}}: memref<4x2x8x16xf32, strided<[?, ?, ?, ?], offset: ?>>)
 CHECK-SAME: no-builtins
 CHECK: vector.fma
 CHECK: func.func @split_k_kernel
