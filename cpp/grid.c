@@ -90,6 +90,11 @@ static _Atomic uint64_t launch_number;
 
 uint64_t spine_grid_launch_number(void) { return atomic_load_explicit(&launch_number, memory_order_relaxed); }
 
+/* The launch's run length (spine_grid_run_length), set with it. */
+static _Atomic int64_t run_length;
+
+int64_t spine_grid_run_length(void) { return atomic_load_explicit(&run_length, memory_order_relaxed); }
+
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;  /* one launch at a time */
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work_ready = PTHREAD_COND_INITIALIZER;
@@ -497,6 +502,7 @@ int spine_run_grid_ex(spine_entry_fn fn, void **args, int32_t gx, int32_t gy, in
     /* Several chunks per thread balance uneven instances; one id per chunk when the grid is small. */
     current.chunk = total / ((int64_t)(team ? threads : helpers + 1) * 8);
     if (current.chunk < 1) current.chunk = 1;
+    atomic_store_explicit(&run_length, threads > 1 ? current.chunk : total, memory_order_relaxed);
     atomic_store(&current.next, 0);
     atomic_store(&current.finished, 0);
     atomic_store(&current.faulted, 0);

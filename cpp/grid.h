@@ -47,6 +47,10 @@ void spine_grid_set_timeout_ns(int64_t nanoseconds);
  * kernel keeps for the rest of a launch (shared_panels.h) is kept under this number. */
 uint64_t spine_grid_launch_number(void);
 
+/* How many consecutive program ids a thread of the launch running now takes at a time: all of them when
+ * it runs on one thread, else its chunk (1 when programs are dealt out one by one). */
+int64_t spine_grid_run_length(void);
+
 /* Which thread of the grid this is: 0 for the thread that launches, k for the pool's k-th worker. */
 int spine_grid_thread_index(void);
 

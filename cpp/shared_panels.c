@@ -80,6 +80,10 @@ static panel_t *victim(panels_t *panels, uint64_t launch, uint64_t bytes) {
 
 uint64_t spine_shared_panel(uint64_t source, uint64_t row_step, uint64_t column_step, uint64_t layout,
                             uint64_t bytes) {
+    /* Programs dealt out one at a time to several threads rarely follow one another on a thread: a kept
+     * panel would seldom be read again, and packing into the thread's own stack panel is faster than into
+     * a kept one, whose lines are colder (bench/RESULTS.md). */
+    if (spine_grid_run_length() < 2) return 0;
     panels_t *panels = this_thread();
     if (!panels) return 0;
     uint64_t launch = spine_grid_launch_number();

@@ -12,8 +12,9 @@
  * launches.
  *
  * A thread keeps at most SPINE_SHARED_PANEL_SLOTS panels and SPINE_SHARED_PANEL_BYTES bytes; a request past
- * those replaces the panel asked for longest ago. The answer is 0 (no buffer) only when memory runs out: a
- * kernel's own heap panel fails the same way, and its first store into it faults as a launch's fault. */
+ * those replaces the panel asked for longest ago. The answer is 0 where nothing is kept: a launch that
+ * deals its programs out to several threads one at a time (spine_grid_run_length), or no memory left;
+ * the kernel then packs into its own panel, as it would without this. */
 #ifndef SPINE_SHARED_PANELS_H
 #define SPINE_SHARED_PANELS_H
 #include <stdint.h>

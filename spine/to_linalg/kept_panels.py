@@ -38,8 +38,9 @@ def panel_address(source: ir.Value, first_row, element_bytes: int, packing: int,
                   pack_kept: Callable, local_address: ir.Value, pack_local: Callable) -> ir.Value:
     """The address (an index) a panel is read from. Where `may_share` holds: the thread's kept panel for
     `source` (a 2-D view) from row `first_row` on, packed this way (`packing`), of `size` bytes, filled by
-    `pack_kept(address)` unless the runtime holds it already; else `pack_local()` fills the call's own panel
-    at `local_address`."""
+    `pack_kept(address)` unless the runtime holds it already, or, where the runtime keeps nothing (its
+    answer 0), the call's own panel at `local_address`, filled by `pack_kept` too; else `pack_local()` fills
+    the call's own panel."""
     branch = scf.IfOp(may_share, [ir.IndexType.get()], has_else=True)
     with ir.InsertionPoint(branch.then_block):
         word = ir.IntegerType.get_signless(64)
@@ -50,7 +51,9 @@ def panel_address(source: ir.Value, first_row, element_bytes: int, packing: int,
                      _i64(size)]
         got = llvm.CallOp(word, arguments, [], [], callee=ir.FlatSymbolRefAttr.get(FUNCTION)).result
         found_bit = arith.AndIOp(got, arith.ConstantOp(word, 1).result).result
-        at = arith.IndexCastUIOp(ir.IndexType.get(), arith.XOrIOp(got, found_bit).result).result
+        kept = arith.IndexCastUIOp(ir.IndexType.get(), arith.XOrIOp(got, found_bit).result).result
+        declined = arith.CmpIOp(arith.CmpIPredicate.eq, got, arith.ConstantOp(word, 0).result).result
+        at = arith.SelectOp(declined, local_address, kept).result        # 0: the call's own panel
         missing = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, found_bit, arith.ConstantOp(word, 0).result).result)
         with ir.InsertionPoint(missing.then_block):
             pack_kept(at)

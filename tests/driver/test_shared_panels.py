@@ -2,7 +2,8 @@
 runtime as a kernel calls it: the first request for a source and packing is to be packed, later ones in the
 same launch on the same thread find it (the lowest bit of the answer), a new launch or another thread finds
 nothing, buffers are 64-byte aligned and their contents stay; past the slots or the byte budget the panel
-asked for longest ago goes."""
+asked for longest ago goes; a launch that deals its programs to several threads one at a time keeps
+nothing (the answer 0)."""
 from __future__ import annotations
 
 import ctypes
@@ -23,10 +24,12 @@ def runtime():
     lib.spine_shared_panel.restype = ctypes.c_uint64
     lib.spine_host_run_grid.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int32] * 4 + [ctypes.c_int64]
     lib.spine_grid_launch_number.restype = ctypes.c_uint64
+    lib.spine_grid_run_length.restype = ctypes.c_int64
     return lib
 
 
-def _launch(runtime, programs: int = 1, threads: int = 1, body=lambda pid: None) -> None:
+def _launch(runtime, programs: int = 2, threads: int = 1, body=lambda pid: None) -> None:
+    """A launch (on one thread, its programs run one after another: panels are kept)."""
     entry = ENTRY(lambda args, x, y, z, nx, ny, nz: body(x))
     assert runtime.spine_host_run_grid(ctypes.cast(entry, ctypes.c_void_p), None, programs, 1, 1, threads, 0) == 0
 
@@ -47,11 +50,11 @@ def test_programs_of_a_launch_on_one_thread_pack_a_source_once(runtime):
 
 def test_a_new_launch_finds_nothing_kept(runtime):
     before = runtime.spine_grid_launch_number()
-    _launch(runtime, 1, body=lambda pid: _ask(runtime, 0x2000))
+    _launch(runtime, body=lambda pid: _ask(runtime, 0x2000))
     assert runtime.spine_grid_launch_number() == before + 1
     seen = []
-    _launch(runtime, 1, body=lambda pid: seen.append(_ask(runtime, 0x2000)))
-    assert not seen[0][1]
+    _launch(runtime, body=lambda pid: seen.append(_ask(runtime, 0x2000)))
+    assert not seen[0][1] and seen[1] == (seen[0][0], True)
 
 
 def test_each_thread_keeps_its_own(runtime):
@@ -115,3 +118,19 @@ def test_a_new_launch_packs_into_the_buffer_used_last(runtime):
         last, _ = _ask(runtime, source, bytes_=1024)
     _launch(runtime)
     assert _ask(runtime, 0x70000, bytes_=1024) == (last, False)
+
+
+def test_programs_dealt_one_at_a_time_to_several_threads_keep_nothing(runtime):
+    answers = []
+    _launch(runtime, 4, threads=2, body=lambda pid: answers.append(runtime.spine_shared_panel(0x80000, 256, 1, 7, 4096)))
+    assert answers == [0, 0, 0, 0]
+    assert runtime.spine_grid_run_length() == 1
+
+
+def test_a_thread_taking_runs_of_programs_keeps_panels(runtime):
+    """64 programs on two threads: runs of four consecutive ones (the grid's chunks, an eighth of a thread's
+    share)."""
+    answers = []
+    _launch(runtime, 64, threads=2, body=lambda pid: answers.append(runtime.spine_shared_panel(0x90000, 256, 1, 7, 4096)))
+    assert runtime.spine_grid_run_length() == 4
+    assert all(answers) and any(a & 1 for a in answers)
