@@ -88,7 +88,7 @@ class PackedMatmul:
     strided_out: bool = False
     # A last i1 argument says whether B may be packed once for the launch on each thread, as no program
     # writes its memory (compiler/shared_panels.py): its panel is then the runtime's (cpp/shared_panels.h).
-    # Matrix-unit emitters whose module has SHARES_B only.
+    # Matrix-unit emitters whose module has SHARES_B, and this kernel where shares_b says so.
     shared_b: bool = False
 
     @property
