@@ -206,13 +206,22 @@ def window_at_origin(buffer, sizes):
         ir.DenseI64ArrayAttr.get([1] * len(sizes))).result
 
 
+def named(body, name: str):
+    """The operation of a module's body (a block) that defines symbol `name` (a function, a global), or None."""
+    from mlir import ir
+    for op in body.operations:
+        if "sym_name" in op.operation.attributes and ir.StringAttr(op.operation.attributes["sym_name"]).value == name:
+            return op.operation
+    return None
+
+
 def last_input_type(module, name: str):
     """The type of the last argument of the module's function `name`."""
     from mlir import ir
-    for op in module.body.operations:
-        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
-            return ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value).inputs[-1]
-    raise KeyError(name)
+    function = named(module.body, name)
+    if function is None or function.name != "func.func":
+        raise KeyError(name)
+    return ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value).inputs[-1]
 
 
 def erase_uncalled(module, names: set) -> None:

@@ -21,7 +21,6 @@ from .boolean_buffers import booleans_as_bytes, has_boolean_buffers
 from .buffer_placement import copies_to_linalg, small_tiles_on_stack
 from .byte_dots import byte_dots_on_vnni
 from .carried_products import carried_products_into_destination
-from .shared_panels import share_packed_panels
 from .carried_tiles import update_carried_tiles_in_place
 from .edge_tile_reads import mark_edge_tiles, read_edge_tiles_in_place
 from .loop_fusion import fuse_adjacent_loops
@@ -31,6 +30,7 @@ from .multiply_adds import contract_multiply_adds
 from .number_reductions import reduce_without_nans
 from .passes import Pass, run_pipeline, run_upstream, upstream
 from .products_into_destination import store_products_in_place
+from .shared_panels import share_packed_panels
 from .stores_in_place import stores_in_place
 from .tile_branches import split_tile_branches
 from .streaming_stores import stream_stores

@@ -10,7 +10,7 @@ an argument or of a local buffer (a select or a branch's result may be any argum
 from __future__ import annotations
 
 from ..ir_names import DISJOINT_ARGUMENTS, READ_ONLY_ARGUMENT
-from ..ir_walk import collect_ops, defining_op, through_views
+from ..ir_walk import collect_ops, defining_op, named, through_views
 
 _WRITES = ("memref.store", "memref.atomic_rmw", "memref.generic_atomic_rmw", "memref.copy", "vector.store",
            "vector.transfer_write", "vector.maskedstore", "vector.scatter")
@@ -24,7 +24,7 @@ def read_only_arguments(function) -> set:
         return set()
     entry = function.regions[0].blocks[0]
     arguments = {entry.arguments[i] for i in ir.DenseI64ArrayAttr(function.attributes[DISJOINT_ARGUMENTS])}
-    module = function.parent
+    module = function.parent.regions[0].blocks[0]
     for op in collect_ops(function, may_write):
         if op.name.startswith("llvm."):
             return set()             # memory reached by pointers
@@ -42,7 +42,7 @@ def may_write(op) -> bool:
 
 
 def written_operands(op, module) -> list:
-    """The memref operands `op` may write through."""
+    """The memref operands `op` may write through; `module`: the body (block) of the module around it."""
     from mlir import ir
     operands = [v for v in op.operands if isinstance(v.type, ir.MemRefType)]
     if op.name == "memref.copy":
@@ -59,12 +59,8 @@ def written_operands(op, module) -> list:
 def _read_only_positions(module, name: str) -> set:
     """The positions of the arguments function @name marks READ_ONLY_ARGUMENT."""
     from mlir import ir
-    if module is None:
+    function = named(module, name)
+    if function is None or "arg_attrs" not in function.attributes:
         return set()
-    for fn in module.regions[0].blocks[0].operations:
-        if fn.operation.name == "func.func" and ir.StringAttr(fn.attributes["sym_name"]).value == name:
-            if "arg_attrs" not in fn.attributes:
-                return set()
-            return {i for i, attrs in enumerate(ir.ArrayAttr(fn.attributes["arg_attrs"]))
-                    if READ_ONLY_ARGUMENT in ir.DictAttr(attrs)}
-    return set()
+    return {i for i, attrs in enumerate(ir.ArrayAttr(function.attributes["arg_attrs"]))
+            if READ_ONLY_ARGUMENT in ir.DictAttr(attrs)}

@@ -3,10 +3,10 @@
 The x86 products (AMX and VNNI: to_linalg/amx_matmul.py, vnni_matmul.py; the FMA kernel on fixed-width
 vectors: smt_microkernel.py) pack B at every call, and the grid's programs that share a column block of C
 pack the same B again: in the tutorial's matmul at 512^3 in 256 x 256 tiles, each B tile twice; packing
-took about half of a bf16 call's time on one Sapphire Rapids core. Each such product's function names a twin (SHARED_PANEL_TWIN) that takes one more
-argument, an i1: where it holds, B's panel is the calling thread's for the rest of the launch
-(cpp/shared_panels.h), found by B's address and strides, and packed only where no earlier program on the
-thread packed it. Before, where B is a view of argument %b or the tile's zero-padded copy at the edges:
+took about half of a bf16 call's time on one Sapphire Rapids core. Each such product's function names a
+twin (SHARED_PANEL_TWIN) that takes one more argument, an i1: where it holds, B's panel is the calling
+thread's for the rest of the launch (cpp/shared_panels.h), found by B's address and strides, and packed
+only where no earlier program on the thread packed it. Before, where B is a view of argument %b or the tile's zero-padded copy at the edges:
 
     %bt = scf.if %edge -> memref<256x128xi8, ...> { (copy into %local) scf.yield %local }
                                                   else { scf.yield (view of %b) }
@@ -34,6 +34,8 @@ from .read_only import read_only_arguments
 def share_packed_panels(module) -> Optional[str]:
     from mlir import ir
     twins = _twins(module)
+    if not twins:
+        return None                  # no product that could keep its B: nothing to walk
     calls = collect_ops(module, lambda op: op.name == "func.call"
                         and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in twins)
     read_only = {}

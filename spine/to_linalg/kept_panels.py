@@ -14,6 +14,7 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, llvm, memref, scf
 
+from ..ir_walk import named
 from . import index_math as im
 from .smt_panels import add, mul
 
@@ -23,7 +24,7 @@ FUNCTION = "spine_shared_panel"        # cpp/shared_panels.h
 def declare(module_body: ir.Block) -> None:
     """`llvm.func @spine_shared_panel(i64 source, i64 row step, i64 column step, i64 packing, i64 bytes) -> i64`,
     the runtime's (bound when the kernel is loaded)."""
-    if any(_symbol(op) == FUNCTION for op in module_body.operations):
+    if named(module_body, FUNCTION) is not None:
         return
     with ir.InsertionPoint.at_block_begin(module_body), ir.Location.unknown():
         llvm.LLVMFuncOp(FUNCTION, ir.TypeAttr.get(ir.Type.parse("!llvm.func<i64 (i64, i64, i64, i64, i64)>")))
@@ -35,34 +36,32 @@ def packing_word(*what) -> int:
 
 
 def panel_address(source: ir.Value, first_row, element_bytes: int, packing: int, size, may_share: ir.Value,
-                  pack_kept: Callable, local_address: ir.Value, pack_local: Callable) -> ir.Value:
-    """The address (an index) a panel is read from. Where `may_share` holds: the thread's kept panel for
-    `source` (a 2-D view) from row `first_row` on, packed this way (`packing`), of `size` bytes, filled by
-    `pack_kept(address)` unless the runtime holds it already, or, where the runtime keeps nothing (its
-    answer 0), the call's own panel at `local_address`, filled by `pack_kept` too; else `pack_local()` fills
-    the call's own panel."""
-    branch = scf.IfOp(may_share, [ir.IndexType.get()], has_else=True)
-    with ir.InsertionPoint(branch.then_block):
-        word = ir.IntegerType.get_signless(64)
+                  pack: Callable, local_address: ir.Value) -> ir.Value:
+    """The address (an index) a panel is read from: where `may_share` holds and the runtime keeps panels,
+    the thread's kept panel for `source` (a 2-D view) from row `first_row` on, packed this way (`packing`), of
+    `size` bytes; else the call's own panel at `local_address`. `pack(address)` fills it unless the runtime
+    says it holds it already."""
+    word = ir.IntegerType.get_signless(64)
+    asked = scf.IfOp(may_share, [word], has_else=True)
+    with ir.InsertionPoint(asked.then_block):
         meta = memref.ExtractStridedMetadataOp(source)
         element = add(meta.offset, mul(first_row, meta.strides[0]))
         start = add(memref.ExtractAlignedPointerAsIndexOp(meta.base_buffer).result, mul(element, element_bytes))
         arguments = [_i64(start), _i64(meta.strides[0]), _i64(meta.strides[1]), arith.ConstantOp(word, packing).result,
                      _i64(size)]
-        got = llvm.CallOp(word, arguments, [], [], callee=ir.FlatSymbolRefAttr.get(FUNCTION)).result
-        found_bit = arith.AndIOp(got, arith.ConstantOp(word, 1).result).result
-        kept = arith.IndexCastUIOp(ir.IndexType.get(), arith.XOrIOp(got, found_bit).result).result
-        declined = arith.CmpIOp(arith.CmpIPredicate.eq, got, arith.ConstantOp(word, 0).result).result
-        at = arith.SelectOp(declined, local_address, kept).result        # 0: the call's own panel
-        missing = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, found_bit, arith.ConstantOp(word, 0).result).result)
-        with ir.InsertionPoint(missing.then_block):
-            pack_kept(at)
-            scf.YieldOp([])
-        scf.YieldOp([at])
-    with ir.InsertionPoint(branch.else_block):
-        pack_local()
-        scf.YieldOp([local_address])
-    return branch.results[0]
+        scf.YieldOp([llvm.CallOp(word, arguments, [], [], callee=ir.FlatSymbolRefAttr.get(FUNCTION)).result])
+    with ir.InsertionPoint(asked.else_block):
+        scf.YieldOp([arith.ConstantOp(word, 0).result])          # as the runtime's answer where it keeps none
+    got = asked.results[0]
+    found_bit = arith.AndIOp(got, arith.ConstantOp(word, 1).result).result
+    kept = arith.IndexCastUIOp(ir.IndexType.get(), arith.XOrIOp(got, found_bit).result).result
+    declined = arith.CmpIOp(arith.CmpIPredicate.eq, got, arith.ConstantOp(word, 0).result).result
+    at = arith.SelectOp(declined, local_address, kept).result        # 0: the call's own panel
+    missing = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, found_bit, arith.ConstantOp(word, 0).result).result)
+    with ir.InsertionPoint(missing.then_block):
+        pack(at)
+        scf.YieldOp([])
+    return at
 
 
 def memref_at(address: ir.Value, element: ir.Type, size) -> ir.Value:
@@ -84,10 +83,3 @@ def memref_at(address: ir.Value, element: ir.Type, size) -> ir.Value:
 
 def _i64(index) -> ir.Value:
     return arith.IndexCastOp(ir.IntegerType.get_signless(64), im.as_value(index)).result
-
-
-def _symbol(op) -> str:
-    try:
-        return ir.StringAttr(op.attributes["sym_name"]).value
-    except KeyError:
-        return ""

@@ -26,6 +26,7 @@ from mlir.dialects import arith, bufferization, func, linalg, memref, scf, tenso
 
 from ..microkernels import MICROKERNELS
 from ..ir_names import CARRIED_TWIN, SHARED_PANEL_TWIN, STRIDED_TWIN
+from ..ir_walk import named
 from . import amx_matmul, ime_matmul, ime_rows, vnni_matmul
 from . import smt_microkernel as mk
 from .smt_panels import zero
@@ -199,9 +200,7 @@ def _share_b(conv, spec: mk.PackedMatmul, define, can: bool) -> None:
         return
     twin = spec.shared_twin()
     _declare(conv, twin, define)
-    for op in conv.module.body.operations:
-        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == spec.name:
-            op.attributes[SHARED_PANEL_TWIN] = ir.StringAttr.get(twin.name)
+    named(conv.module.body, spec.name).attributes[SHARED_PANEL_TWIN] = ir.StringAttr.get(twin.name)
 
 
 def _unit_shares_b(unit, spec: mk.PackedMatmul) -> bool:

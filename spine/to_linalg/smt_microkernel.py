@@ -526,8 +526,7 @@ def _kept_block(plan: _Plan, k0, steps: int, elements, pack) -> ir.Value:
     local = memref.ExtractAlignedPointerAsIndexOp(plan.bp).result
     address = kept_panels.panel_address(source, k0, bits(ir.MemRefType(source.type).element_type) // 8, word,
                                         mul(elements, width), may_share,
-                                        lambda at: pack(kept_panels.memref_at(at, plan.acc, elements)), local,
-                                        lambda: pack(plan.bp))
+                                        lambda at: pack(kept_panels.memref_at(at, plan.acc, elements)), local)
     return kept_panels.memref_at(address, plan.acc, elements)
 
 

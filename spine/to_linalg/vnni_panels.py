@@ -24,6 +24,7 @@ from typing import Callable, Optional
 from mlir import ir
 from mlir.dialects import arith, llvm, memref, scf, vector
 
+from ..ir_walk import named
 from . import index_math as im
 from . import kept_panels
 from .smt_microkernel import ALIGNMENT, STACK_PANEL_BYTES
@@ -122,7 +123,7 @@ def compute(layout: Layout, a, b, earlier, c_out, blocks: Blocks, flip_b_sign: b
         source, may_share = shared
         b_address = kept_panels.panel_address(
             source, 0, layout.bytes, kept_panels.packing_word("vnni", layout, flip_b_sign), size, may_share,
-            lambda at: pack_b(at, b, layout, flip_b_sign), address(bp), lambda: pack_b(address(bp), b, layout, flip_b_sign))
+            lambda at: pack_b(at, b, layout, flip_b_sign), address(bp))
     b_matrix = Matrix(b_address, layout.padded_n * 4)      # a VNNI row: G elements of each column
     if layout.c_in_place:
         start = sums_matrix(earlier) if earlier is not None else None
@@ -359,15 +360,8 @@ def pointer(address_i64: ir.Value, offset) -> ir.Value:
     return llvm.IntToPtrOp(ir.Type.parse("!llvm.ptr"), arith.AddIOp(address_i64, i64(offset)).result).result
 
 
-def symbol(op) -> str:
-    try:
-        return ir.StringAttr(op.attributes["sym_name"]).value
-    except KeyError:
-        return ""
-
-
 def defines(module_body: ir.Block, name: str) -> bool:
-    return any(symbol(op) == name for op in module_body.operations)
+    return named(module_body, name) is not None
 
 
 def internal_function(module_body: ir.Block, name: str, inputs: list, result: Optional[ir.Type] = None) -> ir.Block:

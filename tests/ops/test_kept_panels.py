@@ -44,7 +44,7 @@ def test_b_changed_between_launches_is_packed_again(host, m, n, k, block, thread
         b.copy_(torch.randn(k, n))
 
 
-def test_two_products_of_one_b_in_one_launch_share_nothing_wrong(host):
+def test_views_of_one_matrix_at_other_offsets_are_other_sources(host):
     """A view of B at another offset (B's second half) is another source: its own panels."""
     a, whole = torch.randn(64, 32), torch.randn(64, 64)
     b = whole[32:]
