@@ -9,6 +9,12 @@
                          __truncdfbf2, which kernels are not linked against).
     arith.sitofp/uitofp → bf16 from 32/64-bit integers     likewise through a float64 rounded to odd; the
                          bf16 emulation would convert through f32, rounding twice.
+    arith.sitofp/uitofp → f16 from 32/64-bit integers      the integer clamped to ±65520 first, which
+                         changes no result (every integer from 65520 up rounds to infinity in f16).
+                         LLVM's InstCombine rewrites fpext(sitofp x to half) and fptosi(sitofp ...) as a
+                         single cast when x's known bits say it has at most 11 significant bits, without
+                         asking whether x fits half's exponent range: x * -2^31 came back as -2^31, not
+                         -inf. After the clamp no integer can overflow half, so that rewrite is exact.
 
 Rounding to odd (truncate, then set the last bit if anything was lost) keeps enough information for one
 later rounding to nearest to be exact, as long as the intermediate format has at least two more bits.
@@ -139,12 +145,32 @@ def convert_truncf(conv, op):
     _rewrite(conv, op, lambda x: arith.TruncFOp(_like(x, ir.BF16Type.get()), f64_to_f32_odd(x)).result)
 
 
+# Every integer of magnitude 65520 or more rounds to infinity in f16 (65520 lies halfway between the
+# largest half, 65504, and 2^16, and ties go to the even one, 2^16, which overflows).
+F16_OVERFLOW = 65520
+
+
+def clamp_to_f16_range(x: ir.Value, signed: bool) -> ir.Value:
+    """x with every magnitude past F16_OVERFLOW brought down to it: converts to the same f16."""
+    top = _const(x.type, F16_OVERFLOW)
+    if not signed:
+        return arith.MinUIOp(x, top).result
+    return arith.MinSIOp(arith.MaxSIOp(x, _const(x.type, -F16_OVERFLOW)).result, top).result
+
+
 @handles("arith.sitofp", "arith.uitofp")
 def convert_int_to_float(conv, op):
     source, result = element_type(op.operands[0].type), element_type(op.results[0].type)
-    if not (isinstance(result, ir.BF16Type) and isinstance(source, ir.IntegerType) and source.width > 16):
-        return _generic(conv, op)
     signed = op.operation.name == "arith.sitofp"
+    # Narrower integers than 17 bits all lie inside half's range (uint16's 65535 included: an integer
+    # with at most 11 significant bits below 2^16 is at most 65504).
+    wide = isinstance(source, ir.IntegerType) and source.width > 16
+    if wide and isinstance(result, ir.F16Type):
+        cast = arith.SIToFPOp if signed else arith.UIToFPOp
+        _rewrite(conv, op, lambda x: cast(_like(x, result), clamp_to_f16_range(x, signed)).result)
+        return
+    if not (isinstance(result, ir.BF16Type) and wide):
+        return _generic(conv, op)
 
     def build(x):
         if source.width == 64:

@@ -36,3 +36,34 @@ def test_conversion_matches_torch(target, src, dst):
     out = torch.empty(x.shape, dtype=dst)
     convert_kernel[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128)
     torch.testing.assert_close(out, x.to(dst), rtol=0, atol=0, equal_nan=True)
+
+
+@triton.jit
+def scaled_to_half_kernel(x_ptr, out_ptr, n, SHIFT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    # Shifted left, x has few significant bits but may lie far outside half's range.
+    v = tl.load(x_ptr + offs, mask=mask) << SHIFT
+    tl.store(out_ptr + offs, v.to(tl.float16).to(tl.float32), mask=mask)
+
+
+@pytest.mark.parametrize("dtype,shift", [(torch.int32, 31), (torch.int32, 16), (torch.int32, 9),
+                                         (torch.int64, 40), (torch.uint32, 31)],
+                         ids=["i32<<31", "i32<<16", "i32<<9", "i64<<40", "u32<<31"])
+def test_integer_to_half_overflows_to_infinity(target, dtype, shift):
+    """Integers of few significant bits outside half's range become ±inf through f16, as in torch,
+    not the integer itself (what folding the two casts into one would give)."""
+    x = torch.arange(-150, 150, dtype=torch.int64)
+    if dtype == torch.uint32:
+        x = x.abs()
+    x = x.to(dtype)
+    out = torch.empty(x.shape, dtype=torch.float32)
+    scaled_to_half_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), SHIFT=shift, BLOCK=64)
+    wide = x.to(torch.int64) << shift
+    if dtype == torch.int32:
+        wide = ((wide + 2**31) % 2**32) - 2**31          # the kernel's shift wraps in 32 bits
+    elif dtype == torch.uint32:
+        wide = wide % 2**32
+    expected = wide.to(torch.float64).to(torch.float16).to(torch.float32)
+    assert torch.isinf(expected).any() and torch.isfinite(expected).any()
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)

@@ -36,6 +36,39 @@ CHECK: math.sqrt
 """)
 
 
+
+INT_TO_HALF = """
+module {
+  tt.func public @k(%p: !tt.ptr<i32>, %q: !tt.ptr<f16>) {
+    %r = tt.make_range {end = 16 : i32, start = 0 : i32} : tensor<16xi32>
+    %s = tt.splat %p : !tt.ptr<i32> -> tensor<16x!tt.ptr<i32>>
+    %ptrs = tt.addptr %s, %r : tensor<16x!tt.ptr<i32>>, tensor<16xi32>
+    %t = tt.splat %q : !tt.ptr<f16> -> tensor<16x!tt.ptr<f16>>
+    %qs = tt.addptr %t, %r : tensor<16x!tt.ptr<f16>>, tensor<16xi32>
+    %x = tt.load %ptrs : tensor<16x!tt.ptr<i32>>
+    %h = arith.sitofp %x : tensor<16xi32> to tensor<16xf16>
+    %u = arith.uitofp %x : tensor<16xi32> to tensor<16xf16>
+    %v = arith.addf %h, %u : tensor<16xf16>
+    tt.store %qs, %v : tensor<16x!tt.ptr<f16>>
+    tt.return
+  }
+}
+"""
+
+
+def test_integers_reach_half_clamped_to_its_range(tmp_path):
+    """Clamped to ±65520 (which rounds to infinity), no integer overflows half's exponent range, so
+    LLVM's folding of two casts into one (which checks only the significant bits) stays exact."""
+    filecheck(converted(INT_TO_HALF, tmp_path), """
+CHECK-DAG: arith.constant dense<65520> : tensor<16xi32>
+CHECK-DAG: arith.constant dense<-65520> : tensor<16xi32>
+CHECK: arith.maxsi
+CHECK-NEXT: arith.minsi
+CHECK-NEXT: arith.sitofp {{.*}} : tensor<16xi32> to tensor<16xf16>
+CHECK: arith.minui
+CHECK-NEXT: arith.uitofp {{.*}} : tensor<16xi32> to tensor<16xf16>
+""")
+
 FP8 = """
 module {
   tt.func public @k(%p: !tt.ptr<f8E5M2>, %q: !tt.ptr<f32>) {
