@@ -12,7 +12,7 @@
  * launches.
  *
  * A thread keeps at most SPINE_SHARED_PANEL_SLOTS panels and SPINE_SHARED_PANEL_BYTES bytes; a request past
- * those replaces the panel asked for longest ago. The answer is 0 where nothing is kept: a launch that
+ * those replaces the panel packed longest ago. The answer is 0 where nothing is kept: a launch that
  * deals its programs out to several threads one at a time (spine_grid_run_length), or no memory left;
  * the kernel then packs into its own panel, as it would without this. */
 #ifndef SPINE_SHARED_PANELS_H

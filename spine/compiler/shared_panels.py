@@ -1,7 +1,7 @@
 """A matrix product's B is packed once per launch on each thread where no program writes B's memory.
 
-The x86 products (AMX and VNNI: to_linalg/amx_matmul.py, vnni_matmul.py; the FMA kernel on fixed-width
-vectors: smt_microkernel.py) pack B at every call, and the grid's programs that share a column block of C
+The packed products (AMX and VNNI: to_linalg/amx_matmul.py, vnni_matmul.py; the FMA kernel on x86 and
+RVV: smt_microkernel.py) pack B at every call, and the grid's programs that share a column block of C
 pack the same B again: in the tutorial's matmul at 512^3 in 256 x 256 tiles, each B tile twice; packing
 took about half of a bf16 call's time on one Sapphire Rapids core. Each such product's function names a
 twin (SHARED_PANEL_TWIN) that takes one more argument, an i1: where it holds, B's panel is the calling

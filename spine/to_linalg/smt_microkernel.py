@@ -298,9 +298,10 @@ def define(module_body: ir.Block, spec: PackedMatmul) -> None:
 
 
 def shares_b(spec: PackedMatmul) -> bool:
-    """Whether the FMA kernel can keep `spec`'s B panels for the launch (PackedMatmul.shared_b): fixed-width
-    vectors (x86; RVV's panel sizes vary with the vector length), B a plain matrix packed by each call."""
-    return not spec.kernel.scalable and not spec.kernel.matrix_unit and not spec.b_panels and not spec.b.packed
+    """Whether the FMA kernel can keep `spec`'s B panels for the launch (PackedMatmul.shared_b): B a plain
+    matrix packed by each call. On RVV a panel's size and layout follow the vector length, which one process
+    never sees change, and kept panels live no longer than a launch."""
+    return not spec.kernel.matrix_unit and not spec.b_panels and not spec.b.packed
 
 
 def define_b_panels(module_body: ir.Block, spec: BPanels) -> None:

@@ -2,8 +2,8 @@
 runtime as a kernel calls it: the first request for a source and packing is to be packed, later ones in the
 same launch on the same thread find it (the lowest bit of the answer), a new launch or another thread finds
 nothing, buffers are 64-byte aligned and their contents stay; past the slots or the byte budget the panel
-asked for longest ago goes; a launch that deals its programs to several threads one at a time keeps
-nothing (the answer 0)."""
+packed longest ago goes; a launch that deals its programs to several threads one at a time keeps nothing
+(the answer 0). Keys that share a hash bucket are all found."""
 from __future__ import annotations
 
 import ctypes
@@ -88,14 +88,29 @@ def test_a_kept_panel_holds_what_was_packed_into_it(runtime):
     assert found and again == address and ctypes.string_at(address, 256) == bytes(range(256))
 
 
-def test_past_the_slots_the_panel_asked_for_longest_ago_goes(runtime):
+def test_past_the_slots_the_panel_packed_longest_ago_goes(runtime):
     _launch(runtime)
-    for source in range(SLOTS):
-        _ask(runtime, 0x10000 + 64 * source, bytes_=64)
-    _ask(runtime, 0x10000, bytes_=64)                         # asked for again: now the newest
-    _ask(runtime, 0x90000, bytes_=64)                         # one more: the second goes
-    assert _ask(runtime, 0x10000, bytes_=64)[1]
-    assert not _ask(runtime, 0x10040, bytes_=64)[1]
+    sources = [0x10000 + 64 * source for source in range(SLOTS)]
+    for source in sources:
+        _ask(runtime, source, bytes_=64)
+    assert all(_ask(runtime, source, bytes_=64)[1] for source in reversed(sources))   # every one kept
+    _ask(runtime, 0x90000, bytes_=64)                         # one more: the first packed goes
+    assert not _ask(runtime, sources[0], bytes_=64)[1]        # (packed again, in the second's place)
+    assert all(_ask(runtime, source, bytes_=64)[1] for source in sources[2:])
+
+
+def test_many_keys_in_few_buckets_are_all_found(runtime):
+    """Far more sources than fit one per bucket of the table, asked for out of order: each is found, and a
+    panel replaced leaves the others' chains whole."""
+    _launch(runtime)
+    sources = [0x100000 + 4096 * 256 * source for source in range(SLOTS)]   # alike in their low bits
+    addresses = {source: _ask(runtime, source, bytes_=64)[0] for source in sources}
+    for source in sources[::-7] + sources[1::3]:
+        assert _ask(runtime, source, bytes_=64) == (addresses[source], True)
+    _ask(runtime, 0x777000, bytes_=64)                        # replaces the first
+    assert not _ask(runtime, sources[0], bytes_=64)[1]
+    for source in sources[2:]:
+        assert _ask(runtime, source, bytes_=64) == (addresses[source], True)
 
 
 def test_past_the_byte_budget_older_panels_go(runtime):
@@ -134,3 +149,24 @@ def test_a_thread_taking_runs_of_programs_keeps_panels(runtime):
     _launch(runtime, 64, threads=2, body=lambda pid: answers.append(runtime.spine_shared_panel(0x90000, 256, 1, 7, 4096)))
     assert runtime.spine_grid_run_length() == 4
     assert all(answers) and any(a & 1 for a in answers)
+
+
+def test_random_requests_find_what_was_packed(runtime):
+    """Requests in random order over more keys than slots, of several sizes, across launches: a panel
+    reported as packed before holds what that key's packing wrote into it, in this launch."""
+    import random
+    rng = random.Random(5)
+    keys = [(0x200000 + 64 * rng.randrange(200), rng.choice((64, 192, 4096))) for _ in range(150)]
+    for launch in range(3):
+        _launch(runtime)
+        written = {}
+        for step in range(3000):
+            source, size = rng.choice(keys)
+            address, found = _ask(runtime, source, layout=size, bytes_=size)   # a packing has one size
+            tag = (source * 7 + size + launch).to_bytes(8, "little")
+            if found:
+                assert (source, size) in written and ctypes.string_at(address, 8) == tag, (launch, step)
+            else:
+                ctypes.memmove(address, tag, 8)
+                ctypes.memset(address + 8, step & 0xFF, size - 8)
+                written[source, size] = address
