@@ -30,6 +30,7 @@ typedef struct {
     uint64_t launch;          /* the launch of the latest request */
     int last;                 /* the slot the latest request got (-1: none) */
     int ring;                 /* the slot the next new panel goes into */
+    int first;                /* the slot of this launch's first new panel (-1: none yet) */
 } panels_t;
 
 static __thread panels_t *thread_panels;
@@ -49,7 +50,7 @@ static panels_t *this_thread(void) {
     pthread_once(&panels_once, make_key);
     panels_t *panels = calloc(1, sizeof(panels_t));
     if (!panels) return NULL;
-    panels->last = -1;
+    panels->last = panels->first = -1;
     for (int i = 0; i < SPINE_SHARED_PANEL_SLOTS; i++) panels->slots[i].next = panels->slots[i].chain = -1;
     memset(panels->buckets, 0xff, sizeof(panels->buckets));
     pthread_setspecific(panels_key, panels);   /* freed when the thread ends */
@@ -105,8 +106,9 @@ static void release(panels_t *panels, panel_t *slot) {
 }
 
 /* The slot a new panel of `bytes` goes into: the ring's next, the one packed longest ago (a launch starts
- * at the slot packed last in the one before, whose lines are the likeliest still cached); then the slots
- * after it go, in the ring's order, until the new panel fits the byte budget. */
+ * at the slot of the first panel the one before packed: a kernel launched again packs its panels into the
+ * same buffers, in the same order, allocating none); then the slots after it go, in the ring's order,
+ * until the new panel fits the byte budget. */
 static panel_t *victim(panels_t *panels, uint64_t bytes) {
     panel_t *chosen = &panels->slots[panels->ring];
     panels->ring = (panels->ring + 1) % SPINE_SHARED_PANEL_SLOTS;
@@ -136,8 +138,8 @@ uint64_t spine_shared_panel(uint64_t source, uint64_t row_step, uint64_t column_
     uint64_t launch = spine_grid_launch_number();
     if (launch != panels->launch) {
         panels->launch = launch;
-        if (panels->last >= 0) panels->ring = panels->last;
-        panels->last = -1;
+        if (panels->first >= 0) panels->ring = panels->first;
+        panels->last = panels->first = -1;
     }
     uint64_t key[4] = {source, row_step, column_step, layout};
     int index = find(panels, key, launch, bytes);
@@ -153,6 +155,7 @@ uint64_t spine_shared_panel(uint64_t source, uint64_t row_step, uint64_t column_
         panels->bytes += size;
     }
     index = (int)(slot - panels->slots);
+    if (panels->first < 0) panels->first = index;
     unlink_key(panels, index);
     memcpy(slot->key, key, sizeof(key));
     slot->launch = launch;
