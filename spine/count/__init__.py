@@ -8,7 +8,9 @@ counted under QEMU (`python -m spine.count --help`).
     arguments.py  arguments for a launch from the command line
     __main__.py   the command line
 
-Instructions outside the kernel's .so (libm, the grid runtime) are not counted. The counts are the same
+Instructions outside the kernel's .so (libm, the grid runtime, the requests for kept panels that packed
+matrix products make: cpp/shared_panels.h, about 22 a request) are not counted; bench/matmul_count.py
+counts them beside the kernel's for a matrix product. The counts are the same
 run to run; VLEN changes them for vector code (`-cpu ...,vlen=128`), which is the point of choosing a
 core: the same vector-length-agnostic binary does less work per instruction on a wider machine."""
 from __future__ import annotations
