@@ -30,9 +30,9 @@ STRIDED_TWIN = "spine.strided_twin"
 # twin that takes the accumulator as a view of a larger matrix, for an accumulator kept in the destination
 # its tile is stored into whole (compiler/carried_products.py).
 CARRIED_TWIN = "spine.carried_twin"
-# On a matrix product's function (x86: AMX, VNNI, FMA): the name of its twin whose B panel may be kept for
-# the rest of the launch, on each thread, where a last i1 argument says B's memory is written by no program
-# (compiler/shared_panels.py; cpp/shared_panels.h).
+# On a matrix product's function (AMX, VNNI, the FMA kernels): the name of its twin whose B panel may be
+# kept for the rest of the launch, on each thread, where a last i1 argument says B's memory is written by no
+# program (compiler/shared_panels.py; cpp/shared_panels.h).
 SHARED_PANEL_TWIN = "spine.shared_panel_twin"
 # On an argument of a function the kernel calls (an argument attribute): the function only reads through it
 # (to_linalg/smt_microkernel.py's matrix products, A and B), so the call does not write that memory.

@@ -6,7 +6,8 @@ pack the same B again: in the tutorial's matmul at 512^3 in 256 x 256 tiles, eac
 took about half of a bf16 call's time on one Sapphire Rapids core. Each such product's function names a
 twin (SHARED_PANEL_TWIN) that takes one more argument, an i1: where it holds, B's panel is the calling
 thread's for the rest of the launch (cpp/shared_panels.h), found by B's address and strides, and packed
-only where no earlier program on the thread packed it. Before, where B is a view of argument %b or the tile's zero-padded copy at the edges:
+only where no earlier program on the thread packed it. Before, where B is a view of argument %b or the
+tile's zero-padded copy at the edges:
 
     %bt = scf.if %edge -> memref<256x128xi8, ...> { (copy into %local) scf.yield %local }
                                                   else { scf.yield (view of %b) }

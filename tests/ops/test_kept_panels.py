@@ -19,12 +19,6 @@ from spine.to_linalg.smt_panels import Operand
 from tests.ops.test_dot import matmul_kernel
 
 
-@pytest.fixture
-def host(monkeypatch):
-    monkeypatch.setenv("SPINE_TARGET", "host")
-    triton.runtime.driver.set_active(CPUDriver(target="host"))
-
-
 @pytest.fixture(params=["host", "riscv64"])
 def either(request, monkeypatch):
     monkeypatch.setenv("SPINE_TARGET", request.param)
