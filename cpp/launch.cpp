@@ -1,6 +1,7 @@
 /* The host launch fast path, a Python extension (pybind11): triton calls a DirectLauncher for every
- * launch of a kernel, and it turns the argument tuple into the 8-byte slots of the kernel's entry point
- * and runs the grid with the GIL released, with no Python frame of its own.
+ * launch of a kernel, and it turns the arguments into the 8-byte slots of the kernel's entry point and runs
+ * the grid with the GIL released, with no Python frame of its own. DirectLauncher's Python type is a plain
+ * CPython one with vectorcall (LauncherObject, at the end), so the caller's argument array arrives as it is.
  *
  * It only takes the common case: CPU tensors, Python ints and floats, no launch hooks, no profiling
  * listener, arguments that do not alias memory the kernel writes. Anything else goes to `slow`, the
@@ -20,11 +21,14 @@
 #include <pybind11/pybind11.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -139,16 +143,17 @@ class DirectLauncher {
         direct_server_ = py::str("direct_server");
         untyped_storage_ = py::str("untyped_storage");
         active_ = py::str("active");
+        is_contiguous_ = py::str("is_contiguous");
+        nbytes_ = py::str("nbytes");
     }
 
     /* the Python launcher (CPULauncher) this one falls back to: what it knows about the kernel */
     py::object python_launcher() const { return slow_; }
 
-    /* triton's launcher call: (gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
-     * launch_enter_hook, launch_exit_hook, *args). */
-    py::object call(py::args all) {
-        PyObject *const *a = &PyTuple_GET_ITEM(all.ptr(), 0);
-        Py_ssize_t n = PyTuple_GET_SIZE(all.ptr());
+    /* triton's launcher call, its n arguments in a: (gridX, gridY, gridZ, stream, function, packed_metadata,
+     * launch_metadata, launch_enter_hook, launch_exit_hook, *args). */
+    py::object call(PyObject *const *a, Py_ssize_t n) {
+        Call all{a, n};
         if (n < 9 || !no_hook(a[7]) || !no_hook(a[8]) || listening()) return slow(all);
         const Settings &settings = current_settings();  /* raises ValueError for a bad variable */
         if (settings.capture) return slow(all);
@@ -211,7 +216,17 @@ class DirectLauncher {
     /* entry_of's answer for a kernel reached through a kernel server. */
     static inline void *const SERVER = (void *)1;
 
-    py::object slow(py::args all) { return slow_(*all); }
+    /* A launch's arguments as the caller passed them (vectorcall: no tuple). */
+    struct Call {
+        PyObject *const *a;
+        Py_ssize_t n;
+    };
+
+    py::object slow(Call all) {
+        PyObject *result = PyObject_Vectorcall(slow_.ptr(), all.a, (size_t)all.n, nullptr);
+        if (result == nullptr) throw py::error_already_set();
+        return py::reinterpret_steal<py::object>(result);
+    }
 
     /* The settings for this launch: those last read, unless the environment changed since. */
     const Settings &current_settings() {
@@ -233,7 +248,7 @@ class DirectLauncher {
     };
 
     /* One RUN round trip to the kernel server behind `function` (see the top of this file). */
-    py::object arena_launch(py::args all, PyObject *function, PyObject *const *args, const int32_t grid[3],
+    py::object arena_launch(Call all, PyObject *function, PyObject *const *args, const int32_t grid[3],
                             int32_t threads, uint64_t *slots, size_t num_slots) {
         Span spans[MAX_PARAMS];
         size_t num_spans = 0, span_of[MAX_PARAMS] = {};
@@ -515,8 +530,24 @@ class DirectLauncher {
         return false;
     }
 
-    /* [first, last + 1) bytes a tensor view may touch, as arguments.byte_range. */
+    /* [first, last + 1) bytes a tensor view may touch, as arguments.byte_range. A contiguous view touches
+     * its nbytes from its data pointer (a dimension of size 1 adds nothing, whatever its stride): two of
+     * torch's calls where shape, stride() and element_size() are three, each about 0.1 us. */
     bool byte_range(PyObject *tensor, uint64_t data, ByteRange *range) {
+        PyObject *contiguous = PyObject_CallMethodNoArgs(tensor, is_contiguous_.ptr());
+        if (contiguous == nullptr) return clear();
+        bool dense = contiguous == Py_True;
+        Py_DECREF(contiguous);
+        if (dense) {
+            PyObject *nbytes = PyObject_GetAttr(tensor, nbytes_.ptr());
+            if (nbytes == nullptr) return clear();
+            long long bytes = PyLong_AsLongLong(nbytes);
+            Py_DECREF(nbytes);
+            if (bytes < 0) return clear();
+            range->lo = data;
+            range->hi = data + (uint64_t)bytes;
+            return true;
+        }
         py::object shape = py::reinterpret_steal<py::object>(PyObject_GetAttr(tensor, shape_.ptr()));
         py::object stride = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(tensor, stride_.ptr()));
         py::object size = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(tensor, element_size_.ptr()));
@@ -565,7 +596,7 @@ class DirectLauncher {
     py::object last_function_;
     void *last_entry_ = nullptr;
     py::str is_cpu_, data_ptr_, shape_, stride_, element_size_, direct_entry_, calls_, active_, direct_server_,
-        untyped_storage_;
+        untyped_storage_, is_contiguous_, nbytes_;
 };
 
 /* The raw values of environment variables (None when unset), as one tuple: what the driver keys its
@@ -595,15 +626,108 @@ py::tuple environment(py::tuple names) {
     return out;
 }
 
+/* The Python type of a DirectLauncher: a plain CPython type with vectorcall, rather than a pybind11 class,
+ * because triton calls it for every launch. pybind11's dispatch copied the arguments into a new tuple (whose
+ * allocations also run the garbage collector), looked the C++ type up and parsed the call: about a third of
+ * a warm launch's own time. Here the caller's argument array reaches DirectLauncher::call as it is.
+ * Constructed with pybind11's casts, once per compiled kernel. */
+struct LauncherObject {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    DirectLauncher *launcher;
+};
+
+/* Runs f (which returns a new reference or null), turning a C++ exception into the Python one pybind11 would
+ * raise for it. */
+template <class F>
+PyObject *guarded(F f) {
+    try {
+        return f();
+    } catch (py::error_already_set &e) {
+        e.restore();
+    } catch (py::builtin_exception &e) {
+        e.set_error();
+    } catch (std::invalid_argument &e) {
+        PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (std::bad_alloc &) {
+        PyErr_NoMemory();
+    } catch (std::exception &e) {
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+    return nullptr;
+}
+
+PyObject *launcher_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) > 0) {
+        PyErr_SetString(PyExc_TypeError, "a DirectLauncher takes positional arguments only");
+        return nullptr;
+    }
+    DirectLauncher *launcher = ((LauncherObject *)self)->launcher;
+    return guarded([&] { return launcher->call(args, PyVectorcall_NARGS(nargsf)).release().ptr(); });
+}
+
+PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    if (kwargs != nullptr && PyDict_GET_SIZE(kwargs) > 0) {
+        PyErr_SetString(PyExc_TypeError, "DirectLauncher takes positional arguments only");
+        return nullptr;
+    }
+    if (PyTuple_GET_SIZE(args) != 10) {
+        PyErr_Format(PyExc_TypeError, "DirectLauncher takes 10 arguments (%zd given)", PyTuple_GET_SIZE(args));
+        return nullptr;
+    }
+    return guarded([&]() -> PyObject * {
+        py::tuple t = py::reinterpret_borrow<py::tuple>(args);
+        auto *launcher = new DirectLauncher(t[0].cast<py::list>(), t[1].cast<py::list>(), t[2], t[3].cast<py::list>(),
+                                            t[4].cast<py::list>(), t[5].cast<uintptr_t>(), t[6].cast<uintptr_t>(),
+                                            t[7], t[8], t[9]);
+        PyObject *self = type->tp_alloc(type, 0);
+        if (self == nullptr) {
+            delete launcher;
+            return nullptr;
+        }
+        ((LauncherObject *)self)->vectorcall = launcher_call;
+        ((LauncherObject *)self)->launcher = launcher;
+        return self;
+    });
+}
+
+void launcher_dealloc(PyObject *self) {
+    delete ((LauncherObject *)self)->launcher;
+    Py_TYPE(self)->tp_free(self);
+}
+
+PyObject *launcher_python_launcher(PyObject *self, void *) {
+    return ((LauncherObject *)self)->launcher->python_launcher().release().ptr();
+}
+
+PyGetSetDef launcher_getset[] = {
+    {"python_launcher", launcher_python_launcher, nullptr,
+     "the Python launcher (CPULauncher) this one falls back to: what it knows about the kernel", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyTypeObject launcher_type = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+py::handle launcher_type_ready() {
+    launcher_type.tp_name = "spine_launch.DirectLauncher";
+    launcher_type.tp_basicsize = sizeof(LauncherObject);
+    launcher_type.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;
+    launcher_type.tp_vectorcall_offset = offsetof(LauncherObject, vectorcall);
+    launcher_type.tp_call = PyVectorcall_Call;
+    launcher_type.tp_new = launcher_new;
+    launcher_type.tp_dealloc = launcher_dealloc;
+    launcher_type.tp_getset = launcher_getset;
+    launcher_type.tp_doc = "DirectLauncher(params, extents, tensor_type, sessions, captures, run_grid, "
+                           "assert_pending, settings, slow, finish): triton's launcher for one compiled kernel";
+    if (PyType_Ready(&launcher_type) < 0) throw py::error_already_set();
+    return py::handle((PyObject *)&launcher_type);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(spine_launch, m) {
     m.doc() = "Spine's host launch fast path";
-    py::class_<DirectLauncher>(m, "DirectLauncher")
-        .def(py::init<py::list, py::list, py::handle, py::list, py::list, uintptr_t, uintptr_t, py::object,
-                      py::object, py::object>())
-        .def("__call__", &DirectLauncher::call)
-        .def_property_readonly("python_launcher", &DirectLauncher::python_launcher);
+    m.add_object("DirectLauncher", launcher_type_ready());
     m.def("environment", &environment);
     m.attr("POINTER") = (int)POINTER;
     m.attr("INT") = (int)INT;

@@ -48,6 +48,38 @@ def test_views_of_one_storage_that_do_not_overlap(target, fresh_cache, compile_c
     torch.testing.assert_close(destination, torch.cat([torch.zeros(2), source[:-2]]) * 10 + source)
 
 
+def _launches_compile(compiles, pairs) -> list:
+    """How many variants one kernel has compiled after each launch on (source, destination)."""
+    kernel, counts = triton.jit(shift_right_kernel.fn), []
+    for source, destination in pairs:
+        kernel[(1,)](source, destination, 64, 2, BLOCK=64)
+        counts.append(len(compiles))
+    return counts
+
+
+def test_one_element_in_common_is_an_overlap(target, fresh_cache, compile_count):
+    """The launcher's byte ranges end exactly at a view's last element, taken from a contiguous view's
+    nbytes: adjacent views keep the in-place variant, one element in common takes the copying one."""
+    buffer = torch.arange(256, dtype=torch.float32)
+    assert _launches_compile(compile_count, [(buffer[:64], buffer[64:128]), (buffer[:65], buffer[64:128])]) == [1, 2]
+
+
+def test_one_element_in_common_with_a_strided_view(target, fresh_cache, compile_count):
+    """The same for a strided view, whose range comes from its shape and strides."""
+    buffer = torch.arange(256, dtype=torch.float32)
+    pairs = [(buffer[:127:2], buffer[128:192]), (buffer[:129:2], buffer[128:192])]
+    assert _launches_compile(compile_count, pairs) == [1, 2]
+
+
+def test_a_contiguous_view_with_a_wide_stride_of_size_one(target, fresh_cache, compile_count):
+    """torch calls a view contiguous whatever the stride of a dimension of size 1, which reaches nothing."""
+    buffer = torch.arange(256, dtype=torch.float32)
+    source = buffer.as_strided((1, 64), (1000, 1))
+    assert source.is_contiguous()
+    assert _launches_compile(compile_count, [(source, buffer[64:128])]) == [1]
+    torch.testing.assert_close(buffer[64:128], torch.cat([torch.zeros(2), buffer[:62]]) * 10 + buffer[:64])
+
+
 @triton.jit
 def reverse_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)

@@ -65,6 +65,18 @@ def test_triton_gets_the_fast_path(target):
     torch.testing.assert_close(out, 2 * x)
 
 
+def test_the_fast_path_is_called_positionally(target):
+    """triton passes a launch's arguments by position; a keyword is refused by name, not dropped."""
+    x, out = torch.rand(10), torch.empty(10)
+    compiled = add_kernel[(1,)](x, x, out, 10, BLOCK=16)
+    with pytest.raises(TypeError, match="positional arguments only"):
+        compiled.run(1, 1, 1, None, compiled.function, None, None, None, None, x, x, out, 10, BLOCK=16)
+    assert type(compiled.run.python_launcher).__name__ == "CPULauncher"
+    out.zero_()
+    compiled.run(1, 1, 1, None, compiled.function, None, None, None, None, x, x, out, 10)
+    torch.testing.assert_close(out, 2 * x)
+
+
 def test_one_element_add(target):
     x, y, out = torch.rand(1), torch.rand(1), torch.empty(1)
     for _ in range(3):
