@@ -19,7 +19,10 @@ becomes the edge-tile branch:
     linalg.copy ins(%w) outs(subview %buf[0] [%n])   }
     linalg.generic ins(%buf, ..) outs(%local)      linalg.generic ins(%tile, ..) outs(%local)
 
-(%partial is `%n != 1024`: the else branch runs when the window is the whole tile.) The passes after it
+(%partial is `%n != 1024`: the else branch runs when the window is the whole tile.) Both branches take the
+window's strides, but the buffer's along a dimension of one element (a one-element load's window has
+stride 0 there, which no memref.cast of the buffer reaches); a window whose static stride differs from the
+buffer's along a longer dimension keeps its copy. The passes after it
 then read the whole tile in place and the edge tile's window from the argument. The tile may be read
 directly or through views at its origin (a masked store's window, stores_in_place.py), and its last reader
 may write the tile's own window of the argument, elementwise, indexed as it reads the tile (`acc += x`
@@ -79,6 +82,8 @@ def _recognise(copy):
     fill = _fill_branch(copy, buffer, sizes, shape)
     if fill is None:
         return None
+    if _whole_strides(window, buffer) is None:
+        return "the window's stride is not the tile's"
     uses = _uses(copy, buffer, fill, destination)
     if not uses or not uses[0]:
         return "the tile is used other than by local computations after the copy"
@@ -239,14 +244,15 @@ def _rewrite(copy, fill, buffer, readers, views) -> None:
     from mlir.dialects import memref, scf
     window, destination = defining_op(copy.operands[0]), defining_op(copy.operands[1])
     shape = _shape(buffer)
-    whole_type = _whole_type(window, shape)
+    strides = _whole_strides(window, buffer)
+    whole_type = _whole_type(window, shape, strides)
     with ir.InsertionPoint(copy), copy.location:
         branch = scf.IfOp(fill.operands[0], [whole_type], has_else=True)
     with ir.InsertionPoint(branch.then_block), copy.location:
         tile = memref.CastOp(whole_type, buffer)
         scf.YieldOp([tile.result])
     with ir.InsertionPoint(branch.else_block), copy.location:
-        scf.YieldOp([_whole(window, shape, whole_type)])
+        scf.YieldOp([_whole(window, shape, strides, whole_type)])
     end = tile.operation
     fill.move_before(end)
     copy.operands[0] = _moved_or_cloned(window, end)
@@ -262,18 +268,41 @@ def _rewrite(copy, fill, buffer, readers, views) -> None:
         view.erase()
 
 
-def _whole_type(window, shape):
-    """The type of the window's cast widened to the whole tile: static sizes, its offset and strides."""
+def _whole_strides(window, buffer) -> Optional[list]:
+    """The strides both branches' tiles take: the window's (a number, or its SSA value where dynamic), but
+    the buffer's where the tile has one element along a dimension (any stride reaches the same element, and
+    memref.cast needs static strides equal: a one-element load's window has stride 0 there); None when a
+    static stride of the window differs from the buffer's along a longer dimension (no cast joins them)."""
+    from mlir import ir
+    buffer_type = ir.MemRefType(buffer.type)
+    tile_strides, _ = buffer_type.get_strides_and_offset()
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    strides = []
+    for n, stride, tile_stride in zip(buffer_type.shape, offsets_sizes_strides(window)[2], tile_strides):
+        if n == 1 and tile_stride != dynamic:
+            strides.append(tile_stride)
+        elif isinstance(stride, int) and tile_stride != dynamic and stride != tile_stride:
+            return None
+        else:
+            strides.append(stride)
+    return strides
+
+
+def _whole_type(window, shape, strides):
+    """The type of the window's cast widened to the whole tile: static sizes, its offset, `strides`."""
     from mlir import ir
     window_type = ir.MemRefType(window.results[0].type)
-    return ir.MemRefType.get(shape, window_type.element_type, window_type.layout)
+    _, offset = window_type.get_strides_and_offset()
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    layout = ir.StridedLayoutAttr.get(offset, [s if isinstance(s, int) else dynamic for s in strides])
+    return ir.MemRefType.get(shape, window_type.element_type, layout)
 
 
-def _whole(window, shape, whole_type):
-    """`window` with the tile's sizes: the argument's elements the whole tile covers."""
+def _whole(window, shape, strides, whole_type):
+    """`window` with the tile's sizes and `strides`: the argument's elements the whole tile covers."""
     from mlir import ir
     from mlir.dialects import memref
-    offsets, _, strides = offsets_sizes_strides(window)
+    offsets = offsets_sizes_strides(window)[0]
     dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
     return memref.ReinterpretCastOp(
         whole_type, window.operands[0], [v for v in offsets if not isinstance(v, int)], [],

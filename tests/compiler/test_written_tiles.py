@@ -110,6 +110,38 @@ def test_a_copy_without_its_fill_is_left_alone():
     assert "-> (memref<1024xf16" not in rewritten(source, read_written_tiles_as_edge_tiles)
 
 
+def _with_window_stride(stride: int, lanes: str = "1024") -> str:
+    """COPIED and READ for a tile of `lanes` lanes whose window of %arg has the static stride `stride`."""
+    window = "strided<[1], offset: ?>>) outs(%head"
+    source = COPIED.replace("BETWEEN", "").replace("READER", READ)
+    source = source.replace("sizes: [%n], strides: [1] : memref<?xf16> to memref<?xf16, strided<[1], offset: ?>>",
+                            f"sizes: [%n], strides: [{stride}] : memref<?xf16> to memref<?xf16, strided<[{stride}], "
+                            "offset: ?>>")
+    source = source.replace(window, window.replace("[1]", f"[{stride}]"))
+    return source.replace("1024", lanes)
+
+
+def test_a_one_element_tile_takes_its_buffers_stride():
+    """A one-element load's window has stride 0, which no memref.cast of the buffer (stride 1) reaches:
+    both branches take the buffer's stride, which reaches the same element."""
+    text = rewritten(_with_window_stride(0, lanes="1"), read_written_tiles_as_edge_tiles)
+    filecheck(text, """
+CHECK: %[[TILE:.*]] = scf.if %{{.*}} -> (memref<1xf16, strided<[1], offset: ?>>) {
+CHECK: memref.cast %{{.*}} : memref<1xf16> to memref<1xf16, strided<[1], offset: ?>>
+CHECK: } else {
+CHECK-NEXT: memref.reinterpret_cast %arg0 to offset: [%arg3], sizes: [1], strides: [1]
+""")
+
+
+def test_a_window_strided_unlike_its_tile_keeps_the_copy():
+    from mlir import ir
+    source = _with_window_stride(2)
+    assert "-> (memref<1024xf16" not in rewritten(source, read_written_tiles_as_edge_tiles)
+    with ir.Context(), ir.Location.unknown():
+        assert read_written_tiles_as_edge_tiles(ir.Module.parse(source)) == (
+            "kept 1 of 1 copies of edge tiles of written arguments (first: the window's stride is not the tile's)")
+
+
 # The tile read through the window a masked store computes (stores_in_place.py), by an op that writes
 # OUT: a local buffer's window, or the argument's own window at OFFSET.
 THROUGH_A_VIEW = """%v = memref.subview %buf[0] [%n] [1] : memref<1024xf16> to memref<?xf16, strided<[1]>>
@@ -227,6 +259,27 @@ def test_a_store_into_an_overlapping_argument_reads_the_values_from_before(targe
     expected = storage[:-1] + 1.0
     shifted_copy_kernel[(1,)](storage[:-1], storage[1:], n, BLOCK=64)
     torch.testing.assert_close(storage[1:], expected)
+
+
+@triton.jit(do_not_specialize=["trips"])
+def replaced_in_a_loop_kernel(x_ptr, trips, out_ptr, n, BLOCK: tl.constexpr):
+    """out = 2 x, or the program id after `trips` > 0 trips of a loop: x and out may be one tensor."""
+    r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = r < n
+    acc = tl.load(x_ptr + r, mask=mask) * 2.0
+    for _ in range(0, trips):
+        acc = tl.broadcast_to(tl.program_id(0).to(tl.float32), (BLOCK,))
+    tl.store(out_ptr + r, acc, mask=mask)
+
+
+@pytest.mark.parametrize("trips", [0, 1])
+def test_a_one_element_tile_of_an_argument_written_in_place(target, trips):
+    """One lane read and written back in place (the launcher's alias-safe variant), whose window has
+    stride 0 (it failed to compile: a memref.cast no stride reached)."""
+    storage = torch.randn(3)
+    expected = 2 * storage if trips == 0 else torch.arange(3, dtype=torch.float32)
+    replaced_in_a_loop_kernel[(3,)](storage, trips, storage, 3, BLOCK=1)
+    torch.testing.assert_close(storage, expected)
 
 
 @triton.jit
