@@ -62,9 +62,10 @@ def read_written_tiles_as_edge_tiles(module) -> Optional[str]:
 # ------------------------------------------------------------------------------------------ recognising
 
 def _recognise(copy):
-    """(the fill's branch, the buffer, the readers of the buffer) when `copy` copies a window of an
-    argument into an edge tile as above and nothing writes memory before the last reader; why not, when it
-    is such a copy otherwise; None when it is not."""
+    """(the fill's branch, the buffer, the readers of the buffer, the views they read through, the whole
+    tile's strides: _whole_strides) when `copy` copies a window of an argument into an edge tile as above
+    and nothing writes memory before the last reader; why not, when it is such a copy otherwise; None when
+    it is not."""
     window, destination = defining_op(copy.operands[0]), defining_op(copy.operands[1])
     if window is None or window.name != "memref.reinterpret_cast" or _local(window.operands[0]):
         return None
@@ -82,7 +83,8 @@ def _recognise(copy):
     fill = _fill_branch(copy, buffer, sizes, shape)
     if fill is None:
         return None
-    if _whole_strides(window, buffer) is None:
+    strides = _whole_strides(window, buffer)
+    if strides is None:
         return "the window's stride is not the tile's"
     uses = _uses(copy, buffer, fill, destination)
     if not uses or not uses[0]:
@@ -91,7 +93,7 @@ def _recognise(copy):
     written = _first_write_until(copy, readers, {buffer} | {v.results[0] for v in views}, window)
     if written is not None:
         return f"{written} may write the argument before the tile's last read"
-    return fill, buffer, readers, views
+    return fill, buffer, readers, views, strides
 
 
 def _shape(buffer) -> list:
@@ -239,12 +241,11 @@ def _body_pure(linalg_op) -> bool:
 
 # ------------------------------------------------------------------------------------------ rewriting
 
-def _rewrite(copy, fill, buffer, readers, views) -> None:
+def _rewrite(copy, fill, buffer, readers, views, strides) -> None:
     from mlir import ir
     from mlir.dialects import memref, scf
     window, destination = defining_op(copy.operands[0]), defining_op(copy.operands[1])
     shape = _shape(buffer)
-    strides = _whole_strides(window, buffer)
     whole_type = _whole_type(window, shape, strides)
     with ir.InsertionPoint(copy), copy.location:
         branch = scf.IfOp(fill.operands[0], [whole_type], has_else=True)
