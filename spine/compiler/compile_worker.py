@@ -217,68 +217,100 @@ class CompileWorker:
                 pass
 
 
+class _Claim:
+    """One caller's hold on the pool: a place among its `limit` workers, and the worker in it once there is
+    one. Made before anything is counted, so whatever the pool counts for a caller is recorded here first;
+    if the caller is interrupted before it gives the claim back, dropping the claim gives it back."""
+
+    worker: CompileWorker | None = None
+    placed = False   # one of the pool's `count` is this claim's (class defaults: set before __init__ runs)
+
+    def __init__(self, pool: CompileWorkerPool):
+        self.pool = pool
+
+    def __del__(self):
+        if self.placed:
+            self.pool._give_back(self)
+
+
 class CompileWorkerPool:
     """Idle workers wait here; a caller takes one (starting a new one when none is idle and fewer than
-    `limit` exist), and gives it back unless it died."""
+    `limit` exist), and gives it back unless it died.
+
+    Ctrl-C can interrupt a caller anywhere, its own bookkeeping included, and a place that is counted but
+    never given back would make every later compile wait forever once `limit` of them leaked. So each caller
+    holds a `_Claim` made before it takes anything; every change to the count is one statement that also
+    records it in the claim; and giving back is idempotent, done by the caller's `finally` or, when an
+    interrupt cut that short, by the claim when it is dropped. The lock is a plain RLock entered directly:
+    `threading.Condition.__enter__` is Python code that an interrupt can leave holding the lock."""
 
     def __init__(self, limit: int):
         self.pid = os.getpid()
         self.limit = max(1, limit)
         self.idle: list[CompileWorker] = []
-        self.count = 0
-        self.cond = threading.Condition()
+        self.count = 0   # workers idle, lent or being started
+        self.lock = threading.RLock()   # re-entrant: a claim dropped inside the pool's own code gives back
+        self.freed = threading.Condition(self.lock)
 
     def prestart(self) -> None:
         """Start a worker now so its imports overlap with the caller's own work (triton's frontend)."""
-        with self.cond:
-            if self.count == 0:
-                self.idle.append(CompileWorker())
-                self.count += 1
+        claim = _Claim(self)
+        with self.lock:
+            if self.count:
+                return
+            self.count, claim.placed = self.count + 1, True
+        claim.worker = CompileWorker()
+        self._give_back(claim)
 
-    def _take(self) -> CompileWorker:
-        with self.cond:
-            while True:
-                while self.idle:
-                    worker = self.idle.pop()
-                    if worker.alive():
-                        return worker
-                    worker.close()
-                    self.count -= 1
-                if self.count < self.limit:
-                    self.count += 1
-                    break
-                self.cond.wait()
-        try:
-            return CompileWorker()
-        except BaseException:
-            with self.cond:
-                self.count -= 1
-                self.cond.notify()
-            raise
+    def _take(self, claim: _Claim) -> CompileWorker:
+        """Fills `claim` with an idle worker or a new one, waiting while `limit` are lent."""
+        while True:
+            with self.lock:
+                while not self.idle and self.count >= self.limit:
+                    self.freed.wait(1.0)   # a timeout: an interrupt inside notify() can lose one wake-up
+                if self.idle:
+                    claim.worker, claim.placed = self.idle[-1], True
+                    del self.idle[-1]
+                else:
+                    self.count, claim.placed = self.count + 1, True
+            if claim.worker is None:
+                claim.worker = CompileWorker()
+                return claim.worker
+            if claim.worker.alive():
+                return claim.worker
+            self._give_back(claim)   # it died while idle: its place is freed, and the loop takes another
 
-    def _give_back(self, worker: CompileWorker) -> None:
-        with self.cond:
-            if worker.in_step and worker.alive():
+    def _give_back(self, claim: _Claim) -> None:
+        """Lists `claim`'s worker as idle if it can serve again; otherwise frees its place and closes it.
+        Safe to call twice: the second call finds nothing placed."""
+        with self.lock:
+            if not claim.placed:
+                return
+            worker = claim.worker
+            if worker is not None and worker in self.idle:   # interrupted between taking and unlisting it
+                claim.placed, claim.worker, worker = False, None, None
+            elif worker is not None and worker.in_step and worker.proc.returncode is None:
                 self.idle.append(worker)
-            else:
-                worker.close()
-                self.count -= 1
-            self.cond.notify()
+                claim.placed, claim.worker, worker = False, None, None
+            else:   # dead, owing a reply, or never started
+                self.count, claim.placed, claim.worker = self.count - 1, False, None
+            self.freed.notify()
+        if worker is not None:
+            worker.close()
 
     def run(self, stage: str, **kwargs):
         timeout = switches.COMPILE_TIMEOUT.get() or None
-        worker = self._take()
+        claim = _Claim(self)
         try:
-            return worker.call(stage, kwargs, timeout)
+            return self._take(claim).call(stage, kwargs, timeout)
         finally:
-            self._give_back(worker)
+            self._give_back(claim)
 
     def shutdown(self) -> None:
-        with self.cond:
-            for worker in self.idle:
-                worker.close()
-            self.count -= len(self.idle)
-            self.idle.clear()
+        with self.lock:
+            idle, self.idle, self.count = self.idle, [], self.count - len(self.idle)
+        for worker in idle:
+            worker.close()
 
 
 _POOL: CompileWorkerPool | None = None

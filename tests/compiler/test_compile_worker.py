@@ -157,3 +157,106 @@ def test_a_compile_timeout_that_is_not_a_number_of_seconds_is_an_error(monkeypat
 def test_a_compile_timeout_of_never_runs_without_one(monkeypatch, value):
     monkeypatch.setenv("SPINE_COMPILE_TIMEOUT", value)
     assert pool().run("selftest", action="pid") > 0
+
+
+def _pool_code():
+    """The code objects whose every line an interrupt may land on: the pool's bookkeeping."""
+    from spine.compiler.compile_worker import CompileWorkerPool, _Claim
+    methods = [CompileWorkerPool.run, CompileWorkerPool._take, CompileWorkerPool._give_back,
+               CompileWorkerPool.prestart, _Claim.__init__]
+    return {method.__code__ for method in methods}
+
+
+def _interrupt_at_check(number: int, code: set):
+    """A trace function that raises KeyboardInterrupt once, at the `number`-th point in `code` where
+    CPython runs a pending signal's handler: a function's start, the end of a call, a backward jump.
+    (Raising at every line would also raise where no signal can land, such as between a `with` body and
+    its `__exit__`.) Returns it and a list that says whether it fired."""
+    import dis
+    import sys
+    seen, fired, previous = [0], [], {}
+    # Per code object: the offset after each call (a call that returns normally runs the check there)
+    # and the offsets of the backward jumps (the check runs when one is taken).
+    resumes, jumps = {}, {}
+    for each in code:
+        instructions = list(dis.get_instructions(each))
+        resumes[each] = {ins.offset: nxt.offset for ins, nxt in zip(instructions, instructions[1:])
+                         if ins.opname in ("CALL", "CALL_FUNCTION_EX")}
+        jumps[each] = {ins.offset for ins in instructions if "JUMP_BACKWARD" in ins.opname
+                       and ins.opname != "JUMP_BACKWARD_NO_INTERRUPT"}
+
+    def check():
+        seen[0] += 1
+        if seen[0] == number:
+            fired.append(True)
+            raise KeyboardInterrupt
+
+    def local(frame, event, arg):
+        if event == "opcode" and not fired:
+            offset = frame.f_lasti
+            last = previous.get(id(frame))   # by id: holding the frame would keep the pool's claim alive
+            previous[id(frame)] = offset
+            if last is not None and (resumes[frame.f_code].get(last) == offset
+                                     or (last in jumps[frame.f_code] and offset < last)):
+                check()
+        elif event == "return":
+            previous.pop(id(frame), None)
+        return local
+
+    def tracer(frame, event, arg):
+        if frame.f_code not in code or fired:
+            return None
+        frame.f_trace_opcodes, frame.f_trace_lines = True, False
+        check()
+        return local
+    return tracer, fired, sys
+
+
+def _completes(pool, seconds: float = 60.0):
+    """Runs one request on another thread: True when it answered, False when it still waits."""
+    answer = []
+    thread = threading.Thread(target=lambda: answer.append(pool.run("selftest", action="pid")), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return bool(answer) and answer[0] > 0
+
+
+@pytest.mark.parametrize("start", ["idle", "none", "dead", "prestart", "crash"])
+def test_ctrl_c_anywhere_in_the_pool_loses_no_place(start):
+    """Ctrl-C anywhere in taking and giving back a worker: afterwards the pool counts exactly its idle
+    workers, and a pool of one still serves (a lost place would make the next compile wait forever).
+    Interrupts at every point of the pool's own code where a signal's handler can run, in turn, for each
+    way a request can begin and end."""
+    import gc
+    from spine.compiler.compile_worker import CompileWorkerPool
+    code = _pool_code()
+    number = 0
+    while True:
+        number += 1
+        workers = CompileWorkerPool(1)
+        try:
+            if start in ("idle", "dead"):
+                workers.run("selftest", action="pid")
+            if start == "dead":
+                workers.idle[0].proc.kill()
+                workers.idle[0].proc.wait()
+            tracer, fired, sys = _interrupt_at_check(number, code)
+            sys.settrace(tracer)
+            try:
+                if start == "prestart":
+                    workers.prestart()
+                else:
+                    workers.run("selftest", action="exit:3" if start == "crash" else "pid")
+            except (KeyboardInterrupt, NativeCrash):
+                pass
+            finally:
+                sys.settrace(None)
+            gc.collect()
+            assert workers.count == len(workers.idle) <= 1, (start, number)
+            assert _completes(workers), (start, number)
+            assert workers.count == len(workers.idle) == 1, (start, number)
+        finally:
+            workers.shutdown()
+        if not fired:
+            break
+    assert number > 10   # the trace reached the pool's code
