@@ -54,9 +54,11 @@ def spacing(value: np.ndarray, dt: DType) -> np.ndarray:
 
 
 def gamma(n, dt: DType):
-    """Higham's gamma_n for the unit roundoff of `dt`: the relative error bound of n roundings."""
+    """Higham's gamma_n for the unit roundoff of `dt`: the relative error bound of n roundings. It holds only
+    while n u < 1; past that (a bf16 sum of 256 terms) nothing is bounded, and the bound is infinite."""
     nu = np.asarray(n, dtype=np.float64) * dt.unit_roundoff
-    return nu / (1.0 - nu)
+    bounded = nu < 1.0
+    return np.where(bounded, nu / np.where(bounded, 1.0 - nu, 1.0), np.inf)
 
 
 def finish(value: np.ndarray, err: np.ndarray, dt: DType) -> np.ndarray:

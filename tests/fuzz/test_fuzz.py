@@ -149,3 +149,16 @@ def test_reference_rounding_is_correct():
     for dt in (D.F16, D.BF16, D.F32):
         got = D.round_to(x, dt)
         assert [float(v) for v in got] == [_nearest_even(Fraction(float(v)), dt) for v in x], dt
+
+
+def test_an_any_order_sum_past_its_formats_reach_is_unbounded():
+    """Higham's gamma_n holds only while n u < 1. 390 bf16 atomic adds of 1.0 may end at 256 (each add
+    rounds 257 back to 256), far from the exact 390: the reference must call that result unknown, not bound
+    it by gamma's negative value past n u = 1 (which once failed a correct kernel)."""
+    from tests.fuzz.reference import gamma
+    assert np.isinf(gamma(np.array([256, 389]), D.BF16)).all()
+    assert 0 < float(gamma(255, D.BF16)) < np.inf
+    value, err = runner.combine_atomic("atomic_add", D.BF16, 0.0, np.ones(390), np.zeros(390))
+    assert value == 390 and np.isinf(err)
+    value, err = runner.combine_atomic("atomic_add", D.BF16, 0.0, np.ones(20), np.zeros(20))
+    assert value == 20 and abs(256.0 - value) > err   # a short sum is still bounded
