@@ -3,7 +3,7 @@ torch's own CPU fp16 backward. This runs the tutorial, expects that stop, and th
 float64 reference on the same inputs, with the tutorial's tolerance: Spine's results must be within it,
 torch's db is not. Then the tutorial's benchmark, which the stop skipped.
 
-    python tests/tutorials/layer_norm_reference.py 05-layer-norm.py
+    python tests/tutorials/layer_norm_reference.py 05-layer-norm.py [TARGET]    (host, the default, or riscv64)
 """
 import sys
 import traceback
@@ -14,8 +14,8 @@ ATOL = 1e-2     # the tutorial's
 
 
 def main() -> None:
-    path = sys.argv[1]
-    prepare(path, "host")
+    path, target = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "host")
+    prepare(path, target)
     import torch
     names = {"__name__": "__main__", "__file__": path}
     with open(path) as f:
