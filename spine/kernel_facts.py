@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 
 METADATA_KEY = "spine"
+UNTRACED_ADDRESS = -1   # in KernelFacts.address_args: an address the compile could not trace to an argument
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,10 @@ class KernelFacts:
     bounds_checked: bool = False
     stored_bytes_per_program: int = 0
     integer_addresses: bool = False
+    # The runtime arguments the dereferenced integers come from: a scalar argument's value or a pointer
+    # argument's contents (a table of addresses) may hold them (to_linalg/address_origins.py);
+    # UNTRACED_ADDRESS when some come from elsewhere.
+    address_args: tuple = ()
     # the matrix-unit micro-kernels its products run on (spine/microkernels.py's names)
     matrix_units: tuple = ()
     # The llir stage's: how LLVM built the kernel (a fallback may have replaced the requested CPU), and

@@ -55,7 +55,8 @@ def make_linalg(mod, metadata, options):
                                   argument_views=kernel.argument_views, direct_load_args=kernel.direct_load_args,
                                   bounds_checked=kernel.bounds_checked,
                                   stored_bytes_per_program=kernel.stored_bytes_per_program,
-                                  integer_addresses=kernel.integer_addresses, matrix_units=kernel.matrix_units)
+                                  integer_addresses=kernel.integer_addresses, address_args=kernel.address_args,
+                                  matrix_units=kernel.matrix_units)
     metadata[METADATA_KEY] = facts.to_metadata()
     metadata["shared"] = kernel_shared_bytes(kernel.largest_tile_bytes, target_from_name(options.arch))
     dump_artifact(options.dump_path, metadata["name"], "linalg", kernel.text)

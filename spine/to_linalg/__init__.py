@@ -68,6 +68,7 @@ class LinalgKernel:
     stored_bytes_per_program: int = 0  # a lower bound (store.bytes_stored_per_program)
     largest_tile_bytes: int = 0        # the largest tensor the kernel computes (device_shape.py)
     integer_addresses: bool = False    # it dereferences pointers made from integers (pointers.py)
+    address_args: tuple = ()           # the arguments those integers come from (KernelFacts.address_args)
     matrix_units: tuple = ()           # the matrix-unit kernels its products run on (smt_dot.py), by name
 
 
@@ -151,4 +152,5 @@ def convert_ttir(generic_ttir: str, direct_loads: bool = False, bounds_check: bo
         return LinalgKernel(out.operation.get_asm(enable_debug_info=True), name, tuple(kinds),
                             tuple(sorted(conv.written_args)), views, tuple(sorted(direct)), bounds_check,
                             store.bytes_stored_per_program(tt_func), largest_tile_bytes(tt_func),
-                            conv.integer_addresses, tuple(sorted(conv.matrix_units)))
+                            conv.integer_addresses, tuple(sorted(conv.address_args)),
+                            tuple(sorted(conv.matrix_units)))

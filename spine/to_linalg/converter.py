@@ -58,6 +58,7 @@ class Converter:
     argument_of: dict = field(default_factory=dict)
     written_args: set = field(default_factory=set)
     integer_addresses: bool = False     # a pointer made from an integer is dereferenced (pointers.py)
+    address_args: set = field(default_factory=set)   # where those integers come from (address_origins.py)
     matrix_units: set = field(default_factory=set)   # the matrix-unit kernels products ran on (smt_dot.py)
     program_ids: list = field(default_factory=list)      # pid x, y, z then num_programs x, y, z
     forced_gather: frozenset = frozenset()

@@ -8,11 +8,13 @@ from mlir import ir
 from mlir.dialects import arith
 
 from ..ir_types import bits
+from . import address_origins
 from . import index_math as im
 from . import materialize
 from . import states as st
 from . import wraparound
 from .addresses import address_of, memref_at
+from ..kernel_facts import UNTRACED_ADDRESS
 from .converter import handles
 
 
@@ -64,6 +66,8 @@ def convert_int_to_ptr(conv, op):
     if not isinstance(result.type, ir.ShapedType) and is_pointer(result.type) and bits(pointee_type(result.type)):
         element = pointee_type(result.type)
         conv.integer_addresses = True
+        found = address_origins.origins(op.operands[0])
+        conv.address_args |= {UNTRACED_ADDRESS} if found is None else found
         conv.bind(result, st.PointerState(memref_at(address, element), element, (), 0, (), address=address))
         return
     conv.bind(result, st.IntegerAddress(address))
