@@ -8,6 +8,8 @@
  * process ends, however it ends, the pipe closes and this server exits, even in the middle of a kernel.
  *
  * Protocol on the two pipe descriptors, little-endian:
+ *   hello    = the server's first response, unasked: status 0, payload u32 core count, u32 zero, u64 the
+ *              address the arena is mapped at here (the host writes guest addresses into tables of them)
  *   request  = u32 command, u32 payload length, payload
  *   response = i32 status,  u32 payload length, payload   (status 0: success, 1: error, with its message,
  *              2: device assertion failed, with its message, 3: the kernel table is full, with a message)
@@ -588,8 +590,9 @@ int main(int argc, char **argv) {
     spine_fault_report_on_exit();  /* the host names the faulting kernel code, then starts a new server */
     if (spine_matrix_emulation_enable())   /* matrix-unit kernels under QEMU */
         spine_fault_guard_emulate_with(spine_matrix_emulate);
-    uint32_t cores = (uint32_t)spine_num_cores();
-    reply(0, &cores, 4);  /* ready */
+    struct { uint32_t cores, zero; uint64_t arena; } hello = {(uint32_t)spine_num_cores(), 0,
+                                                              (uint64_t)(uintptr_t)arena};
+    reply(0, &hello, sizeof hello);  /* ready */
     return serve();
 }
 

@@ -37,6 +37,9 @@ class Arguments:
     values: tuple
     written: frozenset[int]
     threads: int = 0     # the grid's threads the kernel asks for (its num_cpu_threads option); 0: the default
+    # parameters whose value or contents hold addresses the kernel dereferences, where it runs in another
+    # address space (held_addresses.py); () where it runs in this process
+    addresses: tuple = ()
 
     def slots(self) -> list[int]:
         """The entry point's 8-byte slots when tensors are passed by their data pointer."""

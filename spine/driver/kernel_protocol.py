@@ -6,8 +6,9 @@ local guest, a socket or serial line to a board) speaks it.
     reply    = i32 status,  u32 payload length, payload     (0: success, 1: error, 2: device assertion,
                                                              3: the kernel table is full)
 
-The server says hello first: a success reply whose payload is its u32 core count. See kernel_server.c
-for each command's payload.
+The server says hello first: a success reply whose payload is its u32 core count (and, from a server that
+shares its arena with this process, where it maps the arena). See kernel_server.c for each command's
+payload.
 
 A reply is believed only as far as its request allows: a length longer than the request can get, or a
 status the server never sends, means the stream is out of step (or the other side is not the server),
@@ -74,7 +75,14 @@ def parse_load_reply(body: bytes) -> LoadedOnServer:
 
 def parse_hello(body: bytes) -> int:
     """The server's core count."""
-    return struct.unpack("<I", body)[0]
+    return struct.unpack_from("<I", body)[0]
+
+
+def hello_arena(body: bytes) -> int | None:
+    """Where a server sharing its arena with this process (QEMU mode) maps it, in its own address space:
+    a kernel there dereferences guest addresses (held_addresses.py); None from a server that owns its
+    arena (stream mode)."""
+    return struct.unpack_from("<Q", body, 8)[0] if len(body) >= 16 else None
 
 
 def run_message(handle: int, grid, threads: int, kinds: bytes, slots: list[int], record_programs=None) -> bytes:

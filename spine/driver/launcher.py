@@ -15,7 +15,7 @@ import warnings
 from dataclasses import dataclass, fields
 
 from ..errors import DeviceAssertionError, OutOfBoundsError
-from ..kernel_facts import KernelFacts
+from ..kernel_facts import UNTRACED_ADDRESS, KernelFacts
 from .arguments import (POINTEE_BYTES, SUPPORTED_POINTEE, Arguments, Param, byte_range, check_tensor, element_extent, extent_params,
                         scalar_encoder, unwrap_tensor)
 from . import graph
@@ -121,7 +121,7 @@ class CPULauncher:
         params, self.sources = runtime_params(src)
         self.params = tuple(params)
         facts = KernelFacts.from_metadata(metadata)
-        _check_addresses_reachable(facts, metadata)
+        self.addresses = _held_addresses(facts, metadata)
         self.written = frozenset(facts.written_args)
         self.read_in_place = facts.direct_load_args
         self.encoders = [None if p.is_pointer else scalar_encoder(p, self.kernel_name) for p in self.params]
@@ -183,7 +183,7 @@ class CPULauncher:
             values += [element_extent(p, values[p.index]) for p in self.params if p.is_pointer]
         if launch_enter_hook is not None:
             launch_enter_hook(launch_metadata)
-        arguments = Arguments(self.all_params, tuple(values), self.written, self.threads)
+        arguments = Arguments(self.all_params, tuple(values), self.written, self.threads, self.addresses)
         graph.record(function, grid, arguments)
         with _bounds_errors_recognised():
             function.launch(grid, arguments)
@@ -201,7 +201,7 @@ class CPULauncher:
         written, and both checked for aliasing; written), or None when a launch of this kernel always needs
         the Python path."""
         plain = all(s.kind == "plain" and not s.path for s in self.sources)
-        if not plain or len(self.params) > _DIRECT_MAX_PARAMS:
+        if not plain or len(self.params) > _DIRECT_MAX_PARAMS or self.addresses:
             return None
         aliasing = bool(self.read_in_place and self.written)
         out = []
@@ -278,14 +278,19 @@ def make_launcher(src, metadata):
                                     assert_pending, settings, launcher, launcher.finish)
 
 
-def _check_addresses_reachable(facts: KernelFacts, metadata) -> None:
-    """A kernel that dereferences pointers made from integers (a table of tensors' data_ptr()s) reads this
-    process's addresses, which a QEMU guest or a board does not have."""
-    if facts.integer_addresses and not _runs_in_process(getattr(metadata, "arch", None)):
+def _held_addresses(facts: KernelFacts, metadata) -> tuple:
+    """The arguments whose values or contents hold addresses the kernel dereferences (a table of tensors'
+    data_ptr()s), where the kernel runs outside this process and the launch must translate them
+    (held_addresses.py); () in this process, where they are the kernel's own. An address the compile could
+    not trace to an argument cannot be translated: such a kernel runs only in this process."""
+    if not facts.integer_addresses or _runs_in_process(getattr(metadata, "arch", None)):
+        return ()
+    if UNTRACED_ADDRESS in facts.address_args:
         raise RuntimeError(f"kernel '{metadata.name}' dereferences pointers made from integers (tensors' "
-                           f"data_ptr() values, say), which are this process's addresses: it runs only where "
-                           f"kernels run in this process (SPINE_TARGET=host, or riscv64 on a riscv64 machine), "
-                           f"not under QEMU or on a board")
+                           f"data_ptr() values, say) that it does not read from its arguments directly, and "
+                           f"they are this process's addresses: it runs only where kernels run in this process "
+                           f"(SPINE_TARGET=host, or riscv64 on a riscv64 machine), not under QEMU or on a board")
+    return facts.address_args
 
 
 def _runs_in_process(target: str | None) -> bool:

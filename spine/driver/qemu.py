@@ -33,6 +33,7 @@ from ..proton import buffers as proton_buffers
 from ..proton import session as proton
 from . import kernel_protocol as protocol
 from .arguments import Arguments, byte_range, is_raw_pointer
+from .held_addresses import held_addresses
 from .settings import default_num_threads, kernel_server_options
 from .settings import guest_kernel_timeout as kernel_timeout
 from .source_lines import with_source_line
@@ -164,7 +165,8 @@ class QemuServer:
                 for child_fd in child_fds[1:]:
                     os.close(child_fd)
             try:
-                self.guest_cores = protocol.parse_hello(self.request(None, b"", timeout=60))
+                hello = self.request(None, b"", timeout=60)
+                self.guest_cores, self.guest_arena = protocol.parse_hello(hello), protocol.hello_arena(hello)
             except protocol.ServerError as error:
                 raise RuntimeError(f"QEMU kernel server failed to start: {error}") from None
         except BaseException:
@@ -275,12 +277,26 @@ def _joined(spans: list[_Span], new: _Span) -> _Span:
     return new
 
 
-def arena_layout(args: Arguments) -> tuple[list[int], list[_Span], int]:
-    """The slots of a launch under QEMU (tensors as arena offsets), the spans to copy, and the arena bytes
-    they need. Views of one storage share a span, and so do arguments whose bytes overlap though their
-    storages differ (torch.frombuffer over one buffer and over a memoryview of it): each byte of memory
-    has one place in the arena, so aliasing arguments behave as they do natively, and copying back one
-    span never overwrites what the kernel stored through another."""
+@dataclass
+class ArenaLayout:
+    """A launch's arguments laid out in an arena: the entry point's slots (tensors as arena offsets), the
+    spans to copy in (and back, where written), the bytes they need; and for a kernel that dereferences
+    addresses it reads (held_addresses.py), the scalar arguments that became arena offsets and the table
+    entries to rewrite: (arena offset of the entry, the host address it holds, the arena offset of the
+    copy of what that address points to)."""
+    slots: list
+    spans: list
+    total: int
+    offset_scalars: tuple = ()
+    relocations: tuple = ()
+
+
+def arena_layout(args: Arguments) -> ArenaLayout:
+    """The layout of a launch under QEMU. Views of one storage share a span, and so do arguments whose
+    bytes overlap though their storages differ (torch.frombuffer over one buffer and over a memoryview of
+    it): each byte of memory has one place in the arena, so aliasing arguments behave as they do natively,
+    and copying back one span never overwrites what the kernel stored through another. Tensors that held
+    addresses point into get spans of their own (copied back: the kernel may store through them)."""
     spans: list[_Span] = []
     placed = []
     for param, value in zip(args.params, args.values):
@@ -293,6 +309,9 @@ def arena_layout(args: Arguments) -> tuple[list[int], list[_Span], int]:
         pointer, (lo, hi), storage = value.data_ptr(), byte_range(value), value.untyped_storage().data_ptr()
         _joined(spans, _Span(lo, hi, param.index in args.written, {storage}))
         placed.append((param.index, pointer, storage))
+    held = held_addresses(args)
+    for address in held:
+        _joined(spans, _Span(address.lo, address.hi, True, {address.lo}))
     total = 0
     for span in spans:
         span.arena_offset = total
@@ -301,7 +320,22 @@ def arena_layout(args: Arguments) -> tuple[list[int], list[_Span], int]:
     for index, pointer, storage in placed:
         span = next(s for s in spans if storage in s.storages)   # one: spans sharing a storage were joined
         slots[index] = span.arena_offset + pointer - span.lo
-    return slots, spans, total
+    if not held:
+        return ArenaLayout(slots, spans, total)
+    offset_scalars, relocations = set(), []
+    for address in held:
+        target = _arena_offset(spans, address.value)
+        if address.word is None:
+            slots[address.param], offset_scalars = target, offset_scalars | {address.param}
+        else:
+            relocations.append((_arena_offset(spans, address.word), address.value, target))
+    return ArenaLayout(slots, spans, total, tuple(sorted(offset_scalars)), tuple(relocations))
+
+
+def _arena_offset(spans: list[_Span], host_address: int) -> int:
+    """Where the byte at `host_address` (in or just past a span) lies in the arena."""
+    span = next(s for s in spans if s.lo <= host_address <= s.hi)
+    return span.arena_offset + host_address - span.lo
 
 
 class QemuExecutor:
@@ -406,13 +440,16 @@ class QemuKernel:
     def launch(self, grid, args: Arguments) -> None:
         executor = self.executor
         with executor.lock:
-            slots, spans, total = arena_layout(args)
-            server, handle = self._loaded_on(total)
+            layout = arena_layout(args)
+            slots, spans = layout.slots, layout.spans
+            server, handle = self._loaded_on(layout.total)
             arena = server.arena_addr
             for span in spans:
                 ctypes.memmove(arena + span.arena_offset, span.lo, span.hi - span.lo)
+            _relocate(server, layout.relocations, server.guest_arena)
             plan = proton.plan_launch(self.instrumented)
-            message = protocol.run_message(handle, grid, default_num_threads(args.threads), self._kind_bytes(args.params), slots,
+            message = protocol.run_message(handle, grid, default_num_threads(args.threads),
+                                           self._kind_bytes(args.params, layout.offset_scalars), slots,
                                            None if plan is None else plan.programs)
             started, clock = time.monotonic_ns(), time.perf_counter_ns()
             try:
@@ -421,6 +458,7 @@ class QemuKernel:
                 executor.shutdown()
                 raise KernelFault(f"kernel '{self.name}': {fault}") from None
             except DeviceAssertionError as failure:
+                _relocate(server, layout.relocations, None)
                 _copy_back(arena, spans)  # what the kernel wrote is visible, as on a GPU
                 raise DeviceAssertionError(f"kernel '{self.name}': {failure}") from None
             except protocol.ServerError as error:
@@ -429,6 +467,7 @@ class QemuKernel:
                 executor.shutdown()
                 raise
             wall = time.perf_counter_ns() - clock
+            _relocate(server, layout.relocations, None)
             _copy_back(arena, spans)
             if plan is None or not plan.deliver:
                 return
@@ -454,12 +493,23 @@ class QemuKernel:
             self.generation = self.executor.generation
         return self.loaded.handle
 
-    def _kind_bytes(self, params) -> bytes:
+    def _kind_bytes(self, params, offset_scalars: tuple = ()) -> bytes:
         last, kinds = self._kinds
         if last is not params:
             kinds = bytes(protocol.KIND_ARENA_OFFSET if p.is_pointer else protocol.KIND_VALUE for p in params)
             self._kinds = (params, kinds)
+        if offset_scalars:   # integer arguments that hold addresses: arena offsets now
+            kinds = bytes(protocol.KIND_ARENA_OFFSET if i in offset_scalars else k for i, k in enumerate(kinds))
         return kinds
+
+
+def _relocate(server: QemuServer, relocations: tuple, guest_arena: int | None) -> None:
+    """Rewrites the table entries that hold addresses: with the guest's address of what they point to
+    (`guest_arena`: where the server maps the arena) before the run, and with the host addresses they
+    held after it, so that copying a table back never leaves guest addresses in this process's memory."""
+    for entry, host_address, target in relocations:
+        value = host_address if guest_arena is None else guest_arena + target
+        server.arena[entry:entry + 8] = value.to_bytes(8, "little")
 
 
 def _copy_back(arena: int, spans: list[_Span]) -> None:

@@ -1,6 +1,8 @@
 """Pointers made from integers and dereferenced (to_linalg/pointers.py): a table of tensors' addresses,
-as grouped GEMM and MoE kernels keep one, on the host; refused with a clear error where kernels do not
-run in this process; and an op the conversion cannot take names itself and its source line."""
+as grouped GEMM and MoE kernels keep one, and an address passed as an integer, on the host and under QEMU
+(where the launch translates them: driver/held_addresses.py); an address the compile cannot trace to an
+argument is refused with a clear error outside this process; and an op the conversion cannot take names
+itself and its source line."""
 import platform
 
 import pytest
@@ -9,6 +11,7 @@ import triton
 import triton.language as tl
 
 from spine.errors import SpineCompilationError
+from tests.driver.test_remote import board  # noqa: F401 (the stand-in board fixture)
 
 
 @triton.jit
@@ -36,7 +39,7 @@ def host():
 
 @pytest.mark.parametrize("dtype,element", [(torch.float32, tl.float32), (torch.float16, tl.float16),
                                            (torch.int8, tl.int8)])
-def test_a_table_of_tensors_addresses_is_read_and_written_through(host, dtype, element):
+def test_a_table_of_tensors_addresses_is_read_and_written_through(target, dtype, element):
     tensors = [(torch.rand(n) * 10).to(dtype) for n in (10, 37, 3)]
     before = [t.clone() for t in tensors]
     table = torch.tensor([t.data_ptr() for t in tensors], dtype=torch.int64)
@@ -56,14 +59,68 @@ def test_the_integer_of_an_advanced_pointer_counts_its_elements(host):
     assert out[1].item() == 3 * 4
 
 
+@triton.jit
+def address_argument_kernel(address, out_ptr, n, BLOCK: tl.constexpr):
+    """An address passed as an integer, and one made by adding an offset to it."""
+    p = address.to(tl.pointer_type(tl.float32))
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(p + offs, mask=offs < n, other=0.0) + 1, mask=offs < n)
+    q = (address + 8).to(tl.pointer_type(tl.float32))
+    tl.store(q, -1.0)
+
+
+def test_an_address_passed_as_an_integer(target):
+    x = torch.rand(40)
+    expected = x + 1
+    out = torch.zeros(40)
+    address_argument_kernel[(1,)](x.data_ptr(), out, 40, BLOCK=64)
+    torch.testing.assert_close(out, expected)
+    assert x[2].item() == -1.0
+
+
+@triton.jit
+def table_beside_its_results_kernel(table_ptr, BLOCK: tl.constexpr):
+    """Reads through the table's first entry and stores what it read beside it, in the table's storage."""
+    a_ptr = tl.load(table_ptr).to(tl.pointer_type(tl.int64))
+    offs = tl.arange(0, BLOCK)
+    tl.store(table_ptr + 1 + offs, tl.load(a_ptr + offs) * 3)
+
+
+def test_a_written_table_keeps_this_process_addresses(target):
+    """Under QEMU the table's copy holds the guest's addresses while the kernel runs; what comes back is
+    the kernel's stores, and the entries as they were."""
+    data = torch.arange(16, dtype=torch.int64)
+    table = torch.zeros(17, dtype=torch.int64)
+    table[0] = data.data_ptr()
+    table_beside_its_results_kernel[(1,)](table, BLOCK=16)
+    assert table[0].item() == data.data_ptr()
+    assert torch.equal(table[1:], data * 3)
+
+
+@triton.jit
+def untraced_address_kernel(table_ptr, steps_ptr, out_ptr, n):
+    address = tl.load(table_ptr)
+    for i in range(n):   # an address carried through a loop: the compile cannot tell where it came from
+        address += tl.load(steps_ptr + i)
+    tl.store(out_ptr, tl.load(address.to(tl.pointer_type(tl.float32))))
+
+
 @pytest.mark.skipif(platform.machine() == "riscv64", reason="riscv64 kernels run in this process there")
-def test_under_qemu_a_kernel_reading_host_addresses_is_refused_before_it_runs():
+def test_under_qemu_an_address_of_unknown_origin_is_refused_before_it_runs():
     from spine.driver import CPUDriver
     triton.runtime.driver.set_active(CPUDriver(target="riscv64"))
     t = torch.rand(8)
     table = torch.tensor([t.data_ptr()], dtype=torch.int64)
     with pytest.raises(RuntimeError, match="dereferences pointers made from integers.*not under QEMU"):
-        table_kernel[(1,)](table, torch.zeros(16), 8, BLOCK=16, ELEMENT=tl.float32)
+        untraced_address_kernel[(1,)](table, torch.zeros(2, dtype=torch.int64), torch.zeros(1), 2)
+
+
+def test_an_address_of_unknown_origin_is_followed_on_the_host(host):
+    t = torch.rand(8)
+    table = torch.tensor([t.data_ptr()], dtype=torch.int64)
+    out = torch.zeros(1)
+    untraced_address_kernel[(1,)](table, torch.tensor([4, 8], dtype=torch.int64), out, 2)
+    assert out.item() == t[3].item()
 
 
 @triton.jit
@@ -97,3 +154,12 @@ def test_the_address_of_a_pointer_into_an_argument(target):
     optional_weight_kernel[(1,)](x, w, out, 20, BLOCK=32)
     torch.testing.assert_close(out[:20], x * w)
     assert out[32].item() == 3 * 4                    # three fp32 elements further
+
+
+def test_on_a_board_a_kernel_reading_host_addresses_is_refused(board):  # noqa: F811
+    """A board's server owns its arena, whose addresses move as it grows: table entries are not translated
+    there, and the launch says so before anything is sent."""
+    t = torch.rand(8)
+    table = torch.tensor([t.data_ptr()], dtype=torch.int64)
+    with pytest.raises(RuntimeError, match="dereferences addresses it reads.*a board runs it on copies"):
+        table_kernel[(1,)](table, torch.zeros(16), 8, BLOCK=16, ELEMENT=tl.float32)
