@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import gc
+import warnings
 from dataclasses import dataclass
 
 from .arguments import Arguments
@@ -68,17 +69,26 @@ def _live_storages() -> list[tuple[int, int]]:
     """[lo, hi) of each CPU tensor storage alive in this process, sorted."""
     import torch
     spans = {}
-    for obj in gc.get_objects():
-        # type(), not isinstance(): isinstance also asks objects their __class__, which some lazy module
-        # attributes answer with a deprecation warning
-        if issubclass(type(obj), torch.Tensor) and obj.device.type == "cpu":
-            try:
-                storage = obj.untyped_storage()
-            except (RuntimeError, NotImplementedError):   # tensors without storage (sparse, meta)
-                continue
-            if storage.nbytes():
-                spans[storage.data_ptr()] = max(spans.get(storage.data_ptr(), 0), storage.nbytes())
+    with warnings.catch_warnings():   # a fake tensor's storage answers 0, with a warning
+        warnings.simplefilter("ignore")
+        for obj in gc.get_objects():
+            _add_storage(spans, obj, torch.Tensor)
     return sorted((lo, lo + size) for lo, size in spans.items())
+
+
+def _add_storage(spans: dict, obj, tensor_type) -> None:
+    """Records the memory of `obj`'s storage if it is a CPU tensor that has some."""
+    # type(), not isinstance(): isinstance also asks objects their __class__, which some lazy module
+    # attributes answer with a deprecation warning
+    if not issubclass(type(obj), tensor_type) or obj.device.type != "cpu":
+        return
+    try:
+        storage = obj.untyped_storage()
+        lo, size = storage.data_ptr(), storage.nbytes()
+    except (RuntimeError, NotImplementedError):   # no memory to ask for: sparse, meta, traced by torch.compile
+        return
+    if lo and size:
+        spans[lo] = max(spans.get(lo, 0), size)
 
 
 def _storage_holding(storages: list[tuple[int, int]], address: int) -> tuple[int, int] | None:

@@ -163,3 +163,21 @@ def test_on_a_board_a_kernel_reading_host_addresses_is_refused(board):  # noqa: 
     table = torch.tensor([t.data_ptr()], dtype=torch.int64)
     with pytest.raises(RuntimeError, match="dereferences addresses it reads.*a board runs it on copies"):
         table_kernel[(1,)](table, torch.zeros(16), 8, BLOCK=16, ELEMENT=tl.float32)
+
+
+def test_tensors_without_memory_alive_beside_the_table_are_passed_over(target):
+    """torch.compile leaves tensors alive whose storage refuses its data pointer (it raises) or has none
+    (a fake tensor's answers 0): the search for the tensors an address points into passes them over."""
+    import warnings
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        fake = torch.empty(4)   # noqa: F841 (alive through the launch)
+    traced = torch.empty(4)
+    torch._C._set_throw_on_mutable_data_ptr(traced)
+    meta = torch.empty(4, device="meta")   # noqa: F841
+    x = torch.rand(40)
+    expected, out = x + 1, torch.zeros(40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # and without a warning about the fake tensor's pointer
+        address_argument_kernel[(1,)](x.data_ptr(), out, 40, BLOCK=64)
+    torch.testing.assert_close(out, expected)
