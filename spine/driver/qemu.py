@@ -333,8 +333,11 @@ def arena_layout(args: Arguments) -> ArenaLayout:
 
 
 def _arena_offset(spans: list[_Span], host_address: int) -> int:
-    """Where the byte at `host_address` (in or just past a span) lies in the arena."""
-    span = next(s for s in spans if s.lo <= host_address <= s.hi)
+    """Where the byte at `host_address` lies in the arena: in the span that holds it, else at the end of
+    the one it is just past (a view ending there). Spans of separate storages may touch: an address where
+    one ends and the next begins is the next one's first byte."""
+    span = next((s for s in spans if s.lo <= host_address < s.hi), None) or \
+        next(s for s in spans if s.hi == host_address)
     return span.arena_offset + host_address - span.lo
 
 

@@ -181,3 +181,19 @@ def test_tensors_without_memory_alive_beside_the_table_are_passed_over(target):
         warnings.simplefilter("error")   # and without a warning about the fake tensor's pointer
         address_argument_kernel[(1,)](x.data_ptr(), out, 40, BLOCK=64)
     torch.testing.assert_close(out, expected)
+
+
+def test_tensors_that_touch_in_memory_are_told_apart(target):
+    """Two tensors over adjacent halves of one buffer have storages of their own, which touch: the address
+    where the first ends is the second's first element, and a table entry holding it reads the second."""
+    buffer = bytearray(31 * 4)   # the first of 15 elements: its copy in the arena is padded, the second's not
+    first = torch.frombuffer(buffer, dtype=torch.float32, count=15, offset=0)
+    second = torch.frombuffer(buffer, dtype=torch.float32, count=16, offset=15 * 4)
+    first.copy_(torch.arange(15.0))
+    second.copy_(torch.arange(100.0, 116.0))
+    table = torch.tensor([first.data_ptr(), second.data_ptr()], dtype=torch.int64)
+    out = torch.zeros(2 * 16)
+    table_kernel[(2,)](table, out, 15, BLOCK=16, ELEMENT=tl.float32)
+    torch.testing.assert_close(out[:15], torch.arange(15.0) * 2)
+    torch.testing.assert_close(out[16:31], torch.arange(100.0, 115.0) * 2)
+    assert first[1].item() == 7 and second[1].item() == 7 and second[0].item() == 100.0
