@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from mlir import ir
 
+from ..ir_walk import defining_op
+
 _SAME_VALUE = {"arith.extsi", "arith.extui", "arith.trunci", "arith.bitcast", "tt.splat", "tt.broadcast",
                "tt.expand_dims", "tt.reshape", "tt.bitcast", "tt.ptr_to_int", "tt.int_to_ptr"}
 _OFFSET = {"arith.addi", "arith.subi"}
@@ -35,9 +37,9 @@ def origins(value: ir.Value) -> frozenset | None:
 def _origins(value: ir.Value, depth: int) -> frozenset | None:
     if depth == 0:
         return None
-    if isinstance(value, ir.BlockArgument):
+    op = defining_op(value)
+    if op is None:
         return _function_argument(value)
-    op = value.owner.operation
     name = op.name
     if name == "tt.load":
         return _pointer_origin(op.operands[0], depth - 1)
@@ -54,9 +56,9 @@ def _origins(value: ir.Value, depth: int) -> frozenset | None:
 def _pointer_origin(pointer: ir.Value, depth: int) -> frozenset | None:
     """The argument a pointer (or tensor of pointers) points into, as a one-element set."""
     for _ in range(depth):
-        if isinstance(pointer, ir.BlockArgument):
+        op = defining_op(pointer)
+        if op is None:
             return _function_argument(pointer)
-        op = pointer.owner.operation
         if op.name not in _POINTER_STEPS:
             return None
         pointer = op.operands[0]
