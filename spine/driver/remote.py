@@ -231,6 +231,11 @@ class RemoteKernel:
         self.launch(grid, args)
 
     def launch(self, grid, args: Arguments) -> None:
+        if args.addresses:
+            raise RuntimeError(f"kernel '{self.name}' dereferences addresses it reads from its arguments (a table "
+                               f"of tensors' data_ptr() values, say): a board runs it on copies of its "
+                               f"arguments' memory, at other addresses, and Spine translates such addresses "
+                               f"only under QEMU and where kernels run in this process")
         executor = self.executor
         with executor.lock:
             try:
@@ -250,11 +255,6 @@ class RemoteKernel:
         """One round trip: every request goes out before the first reply is read."""
         executor = self.executor
         server, handle = self._connected_with_handle()
-        if args.addresses:
-            raise RuntimeError(f"kernel '{self.name}' dereferences addresses it reads from its arguments (a table "
-                               f"of tensors' data_ptr() values, say): a board runs it on copies of its "
-                               f"arguments' memory, at other addresses, and Spine translates such addresses "
-                               f"only under QEMU and where kernels run in this process")
         layout = arena_layout(args)
         slots, spans = layout.slots, layout.spans
         writes = self._send_ranges(server, spans)

@@ -163,6 +163,7 @@ def test_on_a_board_a_kernel_reading_host_addresses_is_refused(board):  # noqa: 
     table = torch.tensor([t.data_ptr()], dtype=torch.int64)
     with pytest.raises(RuntimeError, match="dereferences addresses it reads.*a board runs it on copies"):
         table_kernel[(1,)](table, torch.zeros(16), 8, BLOCK=16, ELEMENT=tl.float32)
+    assert board.traffic.connections == 0 and board.traffic.files_sent == 0
 
 
 def test_tensors_without_memory_alive_beside_the_table_are_passed_over(target):
